@@ -1,0 +1,44 @@
+// Element types as safetensors names them, and the exact conversions between f16/bf16 and f32.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "nmkit/status.h"
+
+namespace nmkit {
+
+enum class DType : uint8_t {
+  F64, F32, F16, BF16, F8_E4M3, F8_E5M2,
+  I64, I32, I16, I8, U64, U32, U16, U8, Bool,
+};
+
+// Bytes per element.
+size_t dtype_size(DType dtype);
+// The safetensors spelling: "F32", "BF16", "F8_E4M3", "BOOL", ...
+std::string_view dtype_name(DType dtype);
+std::optional<DType> dtype_from_name(std::string_view name);
+// f32, f16 and bf16: the dtypes nmkit prunes and computes with (every value converts exactly to f32).
+bool is_prunable(DType dtype);
+bool is_floating(DType dtype);
+
+// IEEE binary16 <-> binary32. f16 -> f32 is exact; f32 -> f16 rounds to nearest even, with
+// overflow to infinity and NaN kept NaN (quiet).
+float f16_to_f32(uint16_t bits);
+uint16_t f32_to_f16(float value);
+// bfloat16 is the top half of a binary32: bf16 -> f32 is exact; f32 -> bf16 rounds to nearest even.
+inline float bf16_to_f32(uint16_t bits) {
+  uint32_t u = static_cast<uint32_t>(bits) << 16;
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+}
+uint16_t f32_to_bf16(float value);
+
+// Bulk conversions of n elements of a prunable dtype to and from f32 (src and dst may be unaligned).
+void convert_to_f32(DType dtype, const void* src, float* dst, size_t n);
+void convert_from_f32(DType dtype, const float* src, void* dst, size_t n);
+
+}  // namespace nmkit

@@ -1,0 +1,153 @@
+#include "nmkit/dtype.h"
+#include "nmkit/status.h"
+
+#include <array>
+#include <cstring>
+
+namespace nmkit {
+namespace {
+
+struct DTypeInfo {
+  DType dtype;
+  std::string_view name;
+  size_t size;
+};
+
+constexpr std::array<DTypeInfo, 15> kDTypes{{
+    {DType::F64, "F64", 8},     {DType::F32, "F32", 4},         {DType::F16, "F16", 2},
+    {DType::BF16, "BF16", 2},   {DType::F8_E4M3, "F8_E4M3", 1}, {DType::F8_E5M2, "F8_E5M2", 1},
+    {DType::I64, "I64", 8},     {DType::I32, "I32", 4},         {DType::I16, "I16", 2},
+    {DType::I8, "I8", 1},       {DType::U64, "U64", 8},         {DType::U32, "U32", 4},
+    {DType::U16, "U16", 2},     {DType::U8, "U8", 1},           {DType::Bool, "BOOL", 1},
+}};
+
+const DTypeInfo& info(DType dtype) { return kDTypes[static_cast<size_t>(dtype)]; }
+
+uint32_t float_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+float bits_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+}  // namespace
+
+static_assert(static_cast<size_t>(DType::Bool) + 1 == kDTypes.size());
+
+size_t dtype_size(DType dtype) { return info(dtype).size; }
+std::string_view dtype_name(DType dtype) { return info(dtype).name; }
+
+std::optional<DType> dtype_from_name(std::string_view name) {
+  for (const auto& entry : kDTypes) {
+    if (entry.name == name) return entry.dtype;
+  }
+  return std::nullopt;
+}
+
+bool is_prunable(DType dtype) {
+  return dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16;
+}
+
+bool is_floating(DType dtype) {
+  return dtype == DType::F64 || is_prunable(dtype) || dtype == DType::F8_E4M3 ||
+         dtype == DType::F8_E5M2;
+}
+
+float f16_to_f32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exponent = (h >> 10) & 0x1fu;
+  const uint32_t mantissa = h & 0x3ffu;
+  if (exponent == 0x1f) return bits_float(sign | 0x7f800000u | (mantissa << 13));  // inf, NaN
+  if (exponent != 0) return bits_float(sign | ((exponent + 112) << 23) | (mantissa << 13));
+  // Zero or subnormal: mantissa * 2^-24, exact in f32.
+  const float magnitude = static_cast<float>(mantissa) * 5.9604644775390625e-8f;
+  return bits_float(sign | float_bits(magnitude));
+}
+
+uint16_t f32_to_f16(float value) {
+  const uint32_t u = float_bits(value);
+  const auto sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t abs = u & 0x7fffffffu;
+  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));
+  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to >= 65520: inf
+  if (abs < 0x38800000u) {
+    // Result is subnormal (or zero) in f16: units of 2^-24, rounded to nearest even. Values below
+    // 2^-25 round to zero; the float add below rounds exactly once, in round-to-nearest-even.
+    const float magic = bits_float(0x4b000000u);  // 2^23: its ulp is 1, i.e. one 2^-24 unit scaled
+    const float scaled = bits_float(abs) * 16777216.0f;  // exact: multiply by 2^24
+    const uint32_t units = float_bits(scaled + magic) - 0x4b000000u;
+    return static_cast<uint16_t>(sign | units);
+  }
+  // Normal: rebias the exponent and round the 13 dropped mantissa bits to nearest even.
+  const uint32_t mantissa_odd = (abs >> 13) & 1u;
+  const uint32_t rounded = abs + 0xfffu + mantissa_odd;
+  return static_cast<uint16_t>(sign | ((rounded - 0x38000000u) >> 13));
+}
+
+uint16_t f32_to_bf16(float value) {
+  const uint32_t u = float_bits(value);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // quiet NaN
+  const uint32_t rounded = u + 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(rounded >> 16);
+}
+
+void convert_to_f32(DType dtype, const void* src, float* dst, size_t n) {
+  switch (dtype) {
+    case DType::F32:
+      std::memcpy(dst, src, n * 4);
+      return;
+    case DType::F16: {
+      const auto* s = static_cast<const unsigned char*>(src);
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, s + 2 * i, 2);
+        dst[i] = f16_to_f32(h);
+      }
+      return;
+    }
+    case DType::BF16: {
+      const auto* s = static_cast<const unsigned char*>(src);
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, s + 2 * i, 2);
+        dst[i] = bf16_to_f32(h);
+      }
+      return;
+    }
+    default:
+      NMKIT_ASSERT(false && "convert_to_f32: dtype is not prunable");
+  }
+}
+
+void convert_from_f32(DType dtype, const float* src, void* dst, size_t n) {
+  switch (dtype) {
+    case DType::F32:
+      std::memcpy(dst, src, n * 4);
+      return;
+    case DType::F16: {
+      auto* d = static_cast<unsigned char*>(dst);
+      for (size_t i = 0; i < n; ++i) {
+        const uint16_t h = f32_to_f16(src[i]);
+        std::memcpy(d + 2 * i, &h, 2);
+      }
+      return;
+    }
+    case DType::BF16: {
+      auto* d = static_cast<unsigned char*>(dst);
+      for (size_t i = 0; i < n; ++i) {
+        const uint16_t h = f32_to_bf16(src[i]);
+        std::memcpy(d + 2 * i, &h, 2);
+      }
+      return;
+    }
+    default:
+      NMKIT_ASSERT(false && "convert_from_f32: dtype is not prunable");
+  }
+}
+
+}  // namespace nmkit

@@ -1,0 +1,36 @@
+#include "cpu/kernel_table.h"
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+namespace nmkit::cpu {
+
+const KernelTable& kernels_for(IsaTier tier) {
+  NMKIT_ASSERT(static_cast<int>(tier) <= static_cast<int>(detected_tier()));
+  static std::array<KernelTable, 3> tables;
+  static std::array<std::once_flag, 3> built;
+  const auto index = static_cast<size_t>(tier);
+  std::call_once(built[index], [&] {
+    KernelTable& table = tables[index];
+    table.tier = tier;
+    fill_quant_kernels(tier, table.quant);
+    fill_linear_kernels(tier, table.linear);
+  });
+  return tables[index];
+}
+
+const KernelTable& kernels() {
+  static const KernelTable& table = [] () -> const KernelTable& {
+    auto tier = active_tier();
+    if (!tier.ok()) {
+      std::fprintf(stderr, "nmkit: %s\n", tier.error().message().c_str());
+      std::exit(2);
+    }
+    return kernels_for(*tier);
+  }();
+  return table;
+}
+
+}  // namespace nmkit::cpu

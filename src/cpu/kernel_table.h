@@ -1,0 +1,27 @@
+// The one dispatch table of per-ISA kernels (design.md section 8). Each kernel family declares its
+// slots in its own header and fills them per tier in its own dispatch file.
+#pragma once
+
+#include "cpu/linear_kernels.h"
+#include "cpu/quant_kernels.h"
+#include "nmkit/cpu.h"
+
+namespace nmkit::cpu {
+
+struct KernelTable {
+  IsaTier tier = IsaTier::Scalar;
+  QuantKernels quant;
+  LinearKernels linear;
+};
+
+// The table of the active tier (NMKIT_ISA, else the best detected), built once. Aborts with a
+// message when NMKIT_ISA names an unknown or unsupported tier (the CLI checks active_tier() first).
+const KernelTable& kernels();
+// The table of any tier this machine runs (tests compare every tier against the reference).
+const KernelTable& kernels_for(IsaTier tier);
+
+// Implemented by each kernel family's dispatch file.
+void fill_quant_kernels(IsaTier tier, QuantKernels& slots);
+void fill_linear_kernels(IsaTier tier, LinearKernels& slots);
+
+}  // namespace nmkit::cpu

@@ -1,0 +1,107 @@
+#include <gtest/gtest.h>
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "nmkit/cpu.h"
+#include "nmkit/dtype.h"
+
+namespace nmkit {
+namespace {
+
+uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+float bits_to_test(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Independent f16 decode: sign * 2^(e-15) * (1 + m/1024), with subnormals 2^-14 * m/1024.
+double f16_value(uint16_t h) {
+  const int e = (h >> 10) & 0x1f;
+  const int m = h & 0x3ff;
+  const double s = (h & 0x8000) ? -1.0 : 1.0;
+  if (e == 0x1f) return m ? NAN : s * INFINITY;
+  if (e == 0) return s * std::ldexp(m / 1024.0, -14);
+  return s * std::ldexp(1.0 + m / 1024.0, e - 15);
+}
+
+TEST(DType, NamesRoundTrip) {
+  for (int i = 0; i <= static_cast<int>(DType::Bool); ++i) {
+    const auto d = static_cast<DType>(i);
+    ASSERT_EQ(dtype_from_name(dtype_name(d)), d);
+  }
+  EXPECT_FALSE(dtype_from_name("F128").has_value());
+  EXPECT_EQ(dtype_size(DType::BF16), 2u);
+  EXPECT_TRUE(is_prunable(DType::BF16));
+  EXPECT_FALSE(is_prunable(DType::I8));
+}
+
+TEST(DType, F16DecodeAllCodesMatchesFormula) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float f = f16_to_f32(static_cast<uint16_t>(h));
+    const double expect = f16_value(static_cast<uint16_t>(h));
+    if (std::isnan(expect)) {
+      ASSERT_TRUE(std::isnan(f)) << h;
+    } else {
+      ASSERT_EQ(static_cast<double>(f), expect) << h;
+      ASSERT_EQ(std::signbit(f), (h & 0x8000) != 0) << h;
+    }
+  }
+}
+
+TEST(DType, F16EncodeRoundTripsEveryCode) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float f = f16_to_f32(static_cast<uint16_t>(h));
+    if (std::isnan(f)) {
+      ASSERT_TRUE(std::isnan(f16_to_f32(f32_to_f16(f)))) << h;
+      continue;
+    }
+    ASSERT_EQ(f32_to_f16(f), h) << h;
+  }
+}
+
+// f32 -> f16 rounding checked against the hardware's F16C conversion (round to nearest even) on
+// random bit patterns, concentrated on the f16 range and its subnormal and overflow edges.
+__attribute__((target("f16c"))) uint16_t hardware_f16(float f) {
+  return static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));
+}
+
+TEST(DType, F16EncodeMatchesF16c) {
+  if (!cpu_features().f16c) GTEST_SKIP() << "no F16C";
+  std::mt19937 rng(7);
+  for (int i = 0; i < 2000000; ++i) {
+    // Exponents 2^-30 .. 2^17 cover zero, subnormal, normal and overflow results.
+    const auto exponent = static_cast<uint32_t>(97 + rng() % 48);
+    const auto u = static_cast<uint32_t>((rng() & 0x807fffffu) | (exponent << 23));
+    float f;
+    std::memcpy(&f, &u, 4);
+    ASSERT_EQ(f32_to_f16(f), hardware_f16(f)) << std::hex << u;
+  }
+}
+
+TEST(DType, Bf16RoundTripsEveryCodeAndRoundsToNearestEven) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float f = bf16_to_f32(static_cast<uint16_t>(h));
+    ASSERT_EQ(bits(f), h << 16);
+    if (!std::isnan(f)) {
+      ASSERT_EQ(f32_to_bf16(f), h);
+    }
+  }
+  // Halfway cases go to the even neighbour; just above halfway rounds up.
+  EXPECT_EQ(f32_to_bf16(bits_to_test(0x3f808000u)), 0x3f80);
+  EXPECT_EQ(f32_to_bf16(bits_to_test(0x3f818000u)), 0x3f82);
+  EXPECT_EQ(f32_to_bf16(bits_to_test(0x3f808001u)), 0x3f81);
+  EXPECT_TRUE(std::isnan(bf16_to_f32(f32_to_bf16(NAN))));
+}
+
+}  // namespace
+}  // namespace nmkit

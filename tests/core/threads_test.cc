@@ -1,0 +1,48 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <vector>
+
+#include "nmkit/cpu.h"
+#include "nmkit/threads.h"
+
+namespace nmkit {
+namespace {
+
+TEST(Threads, ParallelForCoversEveryIndexOnceInWholeGrains) {
+  for (int64_t n : {1, 2, 3, 7, 64, 1000, 4097}) {
+    for (int64_t grain : {1, 4, 16, 5000}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      parallel_for(n, grain, [&](int64_t begin, int64_t end) {
+        EXPECT_EQ(begin % grain, 0);
+        for (int64_t i = begin; i < end; ++i) hits[static_cast<size_t>(i)]++;
+      });
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << n << " " << i;
+    }
+  }
+}
+
+TEST(Threads, ManyBackToBackJobsAndNestedCalls) {
+  std::atomic<int64_t> total{0};
+  for (int job = 0; job < 2000; ++job) {
+    parallel_for(8, 1, [&](int64_t b, int64_t e) {
+      parallel_for(4, 1, [&](int64_t ib, int64_t ie) { total += (e - b) * (ie - ib); });
+    });
+  }
+  EXPECT_EQ(total.load(), 2000 * 8 * 4);
+  EXPECT_GE(thread_count(), 1);
+}
+
+TEST(Cpu, TiersAreConsistent) {
+  const auto tiers = supported_tiers();
+  ASSERT_FALSE(tiers.empty());
+  EXPECT_EQ(tiers.front(), IsaTier::Scalar);
+  EXPECT_EQ(tiers.back(), detected_tier());
+  for (auto t : tiers) EXPECT_EQ(tier_from_name(tier_name(t)), t);
+  EXPECT_FALSE(tier_from_name("sse9").has_value());
+  auto active = active_tier();
+  ASSERT_TRUE(active.ok()) << active.error().message();
+}
+
+}  // namespace
+}  // namespace nmkit
