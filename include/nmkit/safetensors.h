@@ -1,0 +1,76 @@
+// safetensors files: memory-mapped, fully validated reading and atomic writing.
+// Format: 8-byte little-endian header length n, n bytes of JSON header (name -> {dtype, shape,
+// data_offsets: [begin, end)} plus optional "__metadata__": {string: string}), then the data.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nmkit/status.h"
+#include "nmkit/tensor.h"
+
+namespace nmkit {
+
+struct TensorInfo {
+  std::string name;
+  DType dtype = DType::F32;
+  Shape shape;
+  uint64_t begin = 0;  // offsets into the data section, as in the header
+  uint64_t end = 0;
+};
+
+using Metadata = std::map<std::string, std::string>;
+
+// A read-only, memory-mapped safetensors file whose header was validated in full on open(): length
+// bound, well-formed JSON, known dtypes, offsets inside the file, byte length = numel x dtype size,
+// no overlaps or holes. Views stay valid while the file object lives.
+class SafetensorsFile {
+ public:
+  static Result<SafetensorsFile> open(const std::string& path);
+  SafetensorsFile(SafetensorsFile&&) noexcept;
+  SafetensorsFile& operator=(SafetensorsFile&&) noexcept;
+  ~SafetensorsFile();
+
+  const std::string& path() const;
+  const std::vector<TensorInfo>& tensors() const;  // in data (offset) order
+  const TensorInfo* find(std::string_view name) const;
+  TensorView view(const TensorInfo& info) const;
+  // An Error "PATH: no tensor 'NAME'" when absent.
+  Result<TensorView> view(std::string_view name) const;
+  const Metadata& metadata() const;
+
+ private:
+  struct Impl;
+  explicit SafetensorsFile(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// One tensor to write: fill() writes exactly numel x dtype size bytes at dst (memory of the output
+// file itself, so large outputs are produced in place and never held twice).
+struct OutputTensor {
+  std::string name;
+  DType dtype = DType::F32;
+  Shape shape;
+  std::function<Status(std::byte* dst)> fill;
+
+  static OutputTensor copy_of(std::string name, const TensorView& view);   // borrows view.data
+  static OutputTensor owning(std::string name, Tensor tensor);
+};
+
+struct WriteOptions {
+  // Called before tensor i of n is filled (progress display).
+  std::function<void(size_t i, size_t n, const OutputTensor&)> on_tensor;
+};
+
+// Writes to "PATH.tmp.XXXXXX" in the same folder, then renames onto PATH. Tensors keep the given
+// order. On any error (a failing fill included) the temporary is removed and PATH is untouched.
+Status write_safetensors(const std::string& path, const std::vector<OutputTensor>& tensors,
+                         const Metadata& metadata = {}, const WriteOptions& options = {});
+
+}  // namespace nmkit
