@@ -1,0 +1,39 @@
+// Measurement helpers shared by every benchmark (design.md 10.9): warm up, rotate operands through
+// a working set larger than the last-level cache, take the median, and measure the machine's copy
+// bandwidth in the same run so that GB/s figures have a ceiling next to them.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+
+namespace nmkit::bench {
+
+struct Timing {
+  double median_ms = 0;
+  double min_ms = 0;
+  double max_ms = 0;
+  int samples = 0;
+};
+
+// Calls fn(i) with i = 0, 1, 2, ... (use i % copies to pick a rotated operand): `warmup` untimed
+// calls, then timed calls until at least min_samples and min_seconds have passed (and at most
+// max_samples). Returns the median.
+Timing time_median(const std::function<void(int)>& fn, int min_samples = 7, double min_seconds = 0.25,
+                   int warmup = 2, int max_samples = 1000);
+
+// Last-level cache size in bytes (sysfs; 32 MiB if unknown).
+size_t last_level_cache_bytes();
+
+// Copies of an operand of `bytes` bytes to rotate through so that the working set is at least twice
+// the last-level cache (at least 1, at most `max_copies`).
+int rotation_copies(size_t bytes, int max_copies = 64);
+
+// Median copy bandwidth of memcpy on buffers of `bytes` (default 4x the LLC) split over `threads`
+// threads (0 = the pool's size). Counted as bytes read + bytes written per second, in GB/s (1e9).
+double copy_bandwidth_gbs(size_t bytes = 0, int threads = 0);
+
+// Read-only streaming bandwidth (sum of a buffer with wide loads), in GB/s: the ceiling of a kernel
+// that only reads its weights.
+double read_bandwidth_gbs(size_t bytes = 0, int threads = 0);
+
+}  // namespace nmkit::bench
