@@ -1,0 +1,49 @@
+// Sizes and index map of the SlideSparse decomposition (design.md section 5).
+#include "nmkit/slide_geometry.h"
+
+#include <string>
+
+namespace nmkit {
+
+Result<SlideGeometry> SlideGeometry::make(Pattern pattern, int64_t K, int align) {
+  const std::string what = "pattern " + pattern.str();
+  if (pattern.group % 2 != 0) {
+    return Error(what + " cannot slide onto 2:4: group " + std::to_string(pattern.group) +
+                 " is odd (sliding needs keep:2N)");
+  }
+  if (pattern.keep > pattern.group - 2) {
+    return Error(what + " cannot slide onto 2:4: keep " + std::to_string(pattern.keep) +
+                 " > group-2 = " + std::to_string(pattern.group - 2));
+  }
+  if (pattern.keep < 1 || pattern.group < 4 || pattern.group > Pattern::kMaxGroup) {
+    return Error(what + " is not a valid keep:2N pattern (1 <= keep <= 2N-2, 4 <= 2N <= 64)");
+  }
+  if (align <= 0 || align % 4 != 0) {
+    return Error("slide align " + std::to_string(align) + " is not a positive multiple of 4");
+  }
+  if (K < 1) return Error("slide K " + std::to_string(K) + " must be at least 1");
+
+  SlideGeometry g;
+  g.pattern = pattern;
+  g.N = pattern.group / 2;
+  g.align = align;
+  g.K = K;
+  const int64_t group = pattern.group;
+  g.K_pad = (K + group - 1) / group * group;
+  g.K_prime_raw = (g.K_pad / group) * 4 * (g.N - 1);
+  g.K_prime = (g.K_prime_raw + align - 1) / align * align;
+  return g;
+}
+
+int64_t SlideGeometry::source_column(int64_t j) const {
+  if (j < 0 || j >= K_prime_raw) return -1;
+  const int64_t out_group = 4 * static_cast<int64_t>(N - 1);
+  const int64_t q = j / out_group;
+  const int64_t r = j % out_group;
+  const int64_t w = r / kWindow;
+  const int64_t lane = r % kWindow;
+  const int64_t i = q * 2 * N + kStride * w + lane;
+  return i < K ? i : -1;
+}
+
+}  // namespace nmkit
