@@ -1,0 +1,151 @@
+// Any keep:group as values plus a bitmask (design.md 4.3): exactly `keep` value slots and `keep`
+// mask bits per group, so a kernel can seek to any group without a prefix sum.
+#include <bit>
+#include <cstring>
+
+#include "format/elements.h"
+#include "nmkit/format.h"
+
+namespace nmkit {
+namespace {
+
+using format_detail::check_dense;
+using format_detail::fill_positions;
+using format_detail::magnitude_bits_mask;
+using format_detail::name_prefix;
+using format_detail::nonzero_bits;
+
+inline bool mask_bit(const uint8_t* row, int64_t k) { return ((row[k >> 3] >> (k & 7)) & 1u) != 0; }
+
+template <class E>
+Status pack_rows(const TensorView& dense, NMPacked& out, std::string_view name) {
+  const E mag = static_cast<E>(magnitude_bits_mask(dense.dtype));
+  const Pattern p = out.pattern;
+  const int64_t K = out.K, groups = out.groups(), stride = out.mask_stride();
+  for (int64_t r = 0; r < out.rows; ++r) {
+    const std::byte* row = dense.data + static_cast<size_t>(r * K) * sizeof(E);
+    std::byte* vals = out.values.data() + static_cast<size_t>(r * groups * p.keep) * sizeof(E);
+    uint8_t* mask = out.mask.as<uint8_t>() + r * stride;
+    std::memset(mask, 0, stride);
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t k0 = g * p.group;
+      const int n = static_cast<int>(std::min<int64_t>(p.group, K - k0));
+      const std::byte* src = row + k0 * sizeof(E);
+      const uint64_t nz = nonzero_bits<E>(src, n, mag);
+      if (std::popcount(nz) > p.keep) {
+        return format_detail::violation_error(name, r, g, std::popcount(nz), p);
+      }
+      uint64_t chosen = fill_positions(nz, p.group, p.keep);
+      for (int64_t s = 0; chosen != 0; ++s, chosen &= chosen - 1) {
+        const int j = std::countr_zero(chosen);
+        E v{0};  // padding positions of a tail group hold +0
+        if (j < n) std::memcpy(&v, src + j * sizeof(E), sizeof(E));
+        std::memcpy(vals + (g * p.keep + s) * sizeof(E), &v, sizeof(E));
+        const int64_t k = k0 + j;
+        mask[k >> 3] = static_cast<uint8_t>(mask[k >> 3] | (1u << (k & 7)));
+      }
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Result<NMPacked> compress_nm(const TensorView& dense, Pattern pattern, std::string_view name) {
+  NMKIT_TRY(check_dense(dense, name));
+  auto checked = Pattern::make(pattern.keep, pattern.group);
+  if (!checked.ok()) return checked.error().with_context(name_prefix(name));
+  NMPacked out;
+  out.pattern = pattern;
+  out.dtype = dense.dtype;
+  out.rows = dense.rows();
+  out.K = dense.cols();
+  out.values = Tensor::empty(dense.dtype, {out.rows, out.groups() * pattern.keep});
+  out.mask = Tensor::empty(DType::U8, {out.rows, out.mask_stride()});
+  if (dtype_size(dense.dtype) == 4) {
+    NMKIT_TRY(pack_rows<uint32_t>(dense, out, name));
+  } else {
+    NMKIT_TRY(pack_rows<uint16_t>(dense, out, name));
+  }
+  return out;
+}
+
+Tensor decompress(const NMPacked& packed) {
+  const size_t es = dtype_size(packed.dtype);
+  const Pattern p = packed.pattern;
+  Tensor dense = Tensor::zeros(packed.dtype, {packed.rows, packed.K});
+  const int64_t K = packed.K, groups = packed.groups(), stride = packed.mask_stride();
+  for (int64_t r = 0; r < packed.rows; ++r) {
+    const uint8_t* mask = packed.mask.as<uint8_t>() + r * stride;
+    const std::byte* vals = packed.values.data() + static_cast<size_t>(r * groups * p.keep) * es;
+    std::byte* row = dense.data() + static_cast<size_t>(r * K) * es;
+    int64_t slot = 0;
+    for (int64_t k = 0; k < groups * p.group; ++k) {
+      if (!mask_bit(mask, k)) continue;
+      if (k < K) std::memcpy(row + k * es, vals + slot * es, es);
+      ++slot;
+    }
+  }
+  return dense;
+}
+
+Status validate(const NMPacked& packed, std::string_view name) {
+  const Pattern p = packed.pattern;
+  std::string pre = name_prefix(name) + "nm: ";
+  if (auto checked = Pattern::make(p.keep, p.group); !checked.ok()) {
+    return checked.error().with_context(pre);
+  }
+  pre = name_prefix(name) + "nm " + p.str() + ": ";
+  if (!is_prunable(packed.dtype)) {
+    return Error(pre + "dtype " + std::string(dtype_name(packed.dtype)) +
+                 " is not F32, F16 or BF16");
+  }
+  if (packed.rows < 0 || packed.K < 0) {
+    return Error(pre + "negative logical shape [" + std::to_string(packed.rows) + ", " +
+                 std::to_string(packed.K) + "]");
+  }
+  const int64_t K = packed.K, groups = packed.groups(), stride = packed.mask_stride();
+  const Shape values_shape{packed.rows, groups * p.keep};
+  if (packed.values.dtype() != packed.dtype || packed.values.shape() != values_shape) {
+    return Error(pre + "values are " + std::string(dtype_name(packed.values.dtype())) + " " +
+                 shape_str(packed.values.shape()) + ", expected " +
+                 std::string(dtype_name(packed.dtype)) + " " + shape_str(values_shape));
+  }
+  const Shape mask_shape{packed.rows, stride};
+  if (packed.mask.dtype() != DType::U8 || packed.mask.shape() != mask_shape) {
+    return Error(pre + "mask is " + std::string(dtype_name(packed.mask.dtype())) + " " +
+                 shape_str(packed.mask.shape()) + ", expected U8 " + shape_str(mask_shape));
+  }
+  const size_t es = dtype_size(packed.dtype);
+  const uint64_t mag = magnitude_bits_mask(packed.dtype);
+  const int64_t K_pad = packed.K_pad();
+  for (int64_t r = 0; r < packed.rows; ++r) {
+    const uint8_t* mask = packed.mask.as<uint8_t>() + r * stride;
+    const std::byte* vals = packed.values.data() + static_cast<size_t>(r * groups * p.keep) * es;
+    for (int64_t g = 0; g < groups; ++g) {
+      int bits = 0;
+      for (int64_t k = g * p.group; k < (g + 1) * p.group; ++k) {
+        if (!mask_bit(mask, k)) continue;
+        if (bits < p.keep && k >= K &&
+            (format_detail::load_bits(vals + (g * p.keep + bits) * es, es) & mag) != 0) {
+          return Error(pre + "row " + std::to_string(r) + ", group " + std::to_string(g) +
+                       " stores a non-zero value at padding column " + std::to_string(k));
+        }
+        ++bits;
+      }
+      if (bits != p.keep) {
+        return Error(pre + "row " + std::to_string(r) + ", group " + std::to_string(g) + " has " +
+                     std::to_string(bits) + " mask bits set, expected " + std::to_string(p.keep));
+      }
+    }
+    for (int64_t k = K_pad; k < stride * 8; ++k) {
+      if (mask_bit(mask, k)) {
+        return Error(pre + "row " + std::to_string(r) + " has mask bit " + std::to_string(k) +
+                     " set beyond the padded width " + std::to_string(K_pad));
+      }
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace nmkit

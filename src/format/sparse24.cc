@@ -1,0 +1,142 @@
+// Canonical 2:4 (design.md 4.2): two values per group of four plus a 4-bit nibble idx0 | idx1 << 2.
+#include <bit>
+#include <cstring>
+
+#include "format/elements.h"
+#include "nmkit/format.h"
+
+namespace nmkit {
+namespace {
+
+using format_detail::check_dense;
+using format_detail::fill_positions;
+using format_detail::magnitude_bits_mask;
+using format_detail::name_prefix;
+using format_detail::nonzero_bits;
+
+const Pattern k24{2, 4};
+
+template <class E>
+Status pack_rows(const TensorView& dense, Sparse24& out, std::string_view name) {
+  const E mag = static_cast<E>(magnitude_bits_mask(dense.dtype));
+  const int64_t K = out.K, groups = out.K_pad() / 4, stride = out.meta_stride();
+  for (int64_t r = 0; r < out.rows; ++r) {
+    const std::byte* row = dense.data + static_cast<size_t>(r * K) * sizeof(E);
+    std::byte* vals = out.values.data() + static_cast<size_t>(r * groups * 2) * sizeof(E);
+    uint8_t* meta = out.meta.as<uint8_t>() + r * stride;
+    std::memset(meta, 0, stride);
+    for (int64_t g = 0; g < groups; ++g) {
+      const int n = static_cast<int>(std::min<int64_t>(4, K - g * 4));
+      const std::byte* src = row + g * 4 * sizeof(E);
+      const uint64_t nz = nonzero_bits<E>(src, n, mag);
+      if (std::popcount(nz) > 2) {
+        return format_detail::violation_error(name, r, g, std::popcount(nz), k24);
+      }
+      const uint64_t chosen = fill_positions(nz, 4, 2);
+      const int idx0 = std::countr_zero(chosen);
+      const int idx1 = std::countr_zero(chosen & (chosen - 1));
+      const int idx[2] = {idx0, idx1};
+      for (int s = 0; s < 2; ++s) {
+        E v{0};  // padding positions of a tail group hold +0
+        if (idx[s] < n) std::memcpy(&v, src + idx[s] * sizeof(E), sizeof(E));
+        std::memcpy(vals + (g * 2 + s) * sizeof(E), &v, sizeof(E));
+      }
+      const auto nibble = static_cast<uint8_t>(idx0 | (idx1 << 2));
+      meta[g / 2] = static_cast<uint8_t>(meta[g / 2] | (nibble << ((g & 1) * 4)));
+    }
+  }
+  return ok_status();
+}
+
+bool valid_nibble(unsigned nibble) {
+  return nibble == 0x4 || nibble == 0x8 || nibble == 0x9 || nibble == 0xC || nibble == 0xD ||
+         nibble == 0xE;
+}
+
+}  // namespace
+
+Result<Sparse24> compress_sparse24(const TensorView& dense, std::string_view name) {
+  NMKIT_TRY(check_dense(dense, name));
+  Sparse24 out;
+  out.dtype = dense.dtype;
+  out.rows = dense.rows();
+  out.K = dense.cols();
+  out.values = Tensor::empty(dense.dtype, {out.rows, out.K_pad() / 2});
+  out.meta = Tensor::empty(DType::U8, {out.rows, out.meta_stride()});
+  if (dtype_size(dense.dtype) == 4) {
+    NMKIT_TRY(pack_rows<uint32_t>(dense, out, name));
+  } else {
+    NMKIT_TRY(pack_rows<uint16_t>(dense, out, name));
+  }
+  return out;
+}
+
+Tensor decompress(const Sparse24& packed) {
+  const size_t es = dtype_size(packed.dtype);
+  Tensor dense = Tensor::zeros(packed.dtype, {packed.rows, packed.K});
+  const int64_t K = packed.K, groups = packed.K_pad() / 4, stride = packed.meta_stride();
+  for (int64_t r = 0; r < packed.rows; ++r) {
+    const uint8_t* meta = packed.meta.as<uint8_t>() + r * stride;
+    const std::byte* vals = packed.values.data() + static_cast<size_t>(r * groups * 2) * es;
+    std::byte* row = dense.data() + static_cast<size_t>(r * K) * es;
+    for (int64_t g = 0; g < groups; ++g) {
+      const unsigned nibble = (meta[g / 2] >> ((g & 1) * 4)) & 0xFu;
+      const int64_t k[2] = {g * 4 + (nibble & 3u), g * 4 + (nibble >> 2)};
+      for (int s = 0; s < 2; ++s) {
+        if (k[s] < K) std::memcpy(row + k[s] * es, vals + (g * 2 + s) * es, es);
+      }
+    }
+  }
+  return dense;
+}
+
+Status validate(const Sparse24& packed, std::string_view name) {
+  const std::string pre = name_prefix(name) + "sparse24: ";
+  if (!is_prunable(packed.dtype)) {
+    return Error(pre + "dtype " + std::string(dtype_name(packed.dtype)) +
+                 " is not F32, F16 or BF16");
+  }
+  if (packed.rows < 0 || packed.K < 0) {
+    return Error(pre + "negative logical shape [" + std::to_string(packed.rows) + ", " +
+                 std::to_string(packed.K) + "]");
+  }
+  const Shape values_shape{packed.rows, packed.K_pad() / 2};
+  if (packed.values.dtype() != packed.dtype || packed.values.shape() != values_shape) {
+    return Error(pre + "values are " + std::string(dtype_name(packed.values.dtype())) + " " +
+                 shape_str(packed.values.shape()) + ", expected " +
+                 std::string(dtype_name(packed.dtype)) + " " + shape_str(values_shape));
+  }
+  const Shape meta_shape{packed.rows, packed.meta_stride()};
+  if (packed.meta.dtype() != DType::U8 || packed.meta.shape() != meta_shape) {
+    return Error(pre + "meta is " + std::string(dtype_name(packed.meta.dtype())) + " " +
+                 shape_str(packed.meta.shape()) + ", expected U8 " + shape_str(meta_shape));
+  }
+  const size_t es = dtype_size(packed.dtype);
+  const uint64_t mag = magnitude_bits_mask(packed.dtype);
+  const int64_t K = packed.K, groups = packed.K_pad() / 4, stride = packed.meta_stride();
+  for (int64_t r = 0; r < packed.rows; ++r) {
+    const uint8_t* meta = packed.meta.as<uint8_t>() + r * stride;
+    const std::byte* vals = packed.values.data() + static_cast<size_t>(r * groups * 2) * es;
+    for (int64_t g = 0; g < groups; ++g) {
+      const unsigned nibble = (meta[g / 2] >> ((g & 1) * 4)) & 0xFu;
+      if (!valid_nibble(nibble)) {
+        return Error(pre + "row " + std::to_string(r) + ", group " + std::to_string(g) +
+                     " has invalid metadata nibble " + std::to_string(nibble));
+      }
+      const int64_t k[2] = {g * 4 + (nibble & 3u), g * 4 + (nibble >> 2)};
+      for (int s = 0; s < 2; ++s) {
+        if (k[s] >= K && (format_detail::load_bits(vals + (g * 2 + s) * es, es) & mag) != 0) {
+          return Error(pre + "row " + std::to_string(r) + ", group " + std::to_string(g) +
+                       " stores a non-zero value at padding column " + std::to_string(k[s]));
+        }
+      }
+    }
+    if (groups % 2 == 1 && (meta[stride - 1] >> 4) != 0) {
+      return Error(pre + "row " + std::to_string(r) + " has a non-zero unused high nibble " +
+                   std::to_string(meta[stride - 1] >> 4) + " in its last metadata byte");
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace nmkit
