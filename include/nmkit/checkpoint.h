@@ -9,6 +9,22 @@
 // A slid weight (SlideSparse) adds "slide": {"pattern", "N", "window", "stride",
 // "windows_per_group", "K", "K_pad", "K_prime", "align"}; its "shape" is then [rows, K_prime] and
 // "pattern" is "2:4" (what the stored tensor complies with).
+//
+// Exact schema (decode_record refuses anything else, unknown fields included, because a record
+// decides how bytes are interpreted):
+//   format   "dense" | "sparse24" | "nm"; sparse24 requires pattern "2:4"
+//   pattern  "keep:group", 1 <= keep < group <= 64
+//   dtype    a safetensors dtype name of the logical weight (and of NAME.values)
+//   shape    [rows, K], non-negative integers
+//   slide    optional; all nine fields required; pattern keep:2N slidable, window 4, stride 2,
+//            N = group/2, windows_per_group = N-1, K_pad = ceil(K/2N)*2N,
+//            K_prime = ceil((K_pad/2N)*4(N-1) / align)*align, align a positive multiple of 4;
+//            the record's pattern is then "2:4" and shape[1] == K_prime.
+// Parts in the file: dense -> NAME with dtype and shape of the record; sparse24 -> NAME.values
+// [rows, K_pad/2] (K_pad = ceil(K/4)*4) and NAME.meta U8 [rows, ceil(K_pad/8)]; nm -> NAME.values
+// [rows, groups*keep] and NAME.mask U8 [rows, ceil(K_pad/8)] (K_pad = groups*group).
+// A metadata value under "nmkit.*" is a record only when it is a JSON object (its first non-blank
+// character is '{'); other "nmkit.*" values (say "nmkit.generated") are free text and ignored here.
 #pragma once
 
 #include <optional>
@@ -36,6 +52,11 @@ struct WeightRecord {
 };
 
 std::string record_key(std::string_view name);  // "nmkit." + name
+// True when a "nmkit.*" metadata value is meant as a record (a JSON object), see above.
+bool is_record_value(std::string_view value);
+// The record of a packed weight (format, pattern, dtype, logical [rows, K]; no slide).
+WeightRecord record_for(const Sparse24& packed);
+WeightRecord record_for(const NMPacked& packed);
 std::string encode_record(const WeightRecord& record);  // compact JSON
 // The Error names the file, the tensor and the bad field.
 Result<WeightRecord> decode_record(std::string_view file, std::string_view name, std::string_view json);

@@ -1,0 +1,66 @@
+#include "io/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+namespace nmkit::io {
+
+std::string errno_text(int err) {
+  char buffer[256];
+  // GNU strerror_r returns the message pointer, which may or may not be `buffer`.
+  const char* text = strerror_r(err, buffer, sizeof(buffer));
+  return text;
+}
+
+Result<MappedFile> MappedFile::open_read(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Error(path + ": cannot open: " + errno_text(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return Error(path + ": cannot stat: " + errno_text(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Error(path + ": not a regular file");
+  }
+  const auto size = static_cast<size_t>(st.st_size);
+  if (size == 0) {
+    ::close(fd);
+    return MappedFile();
+  }
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  const int err = errno;
+  ::close(fd);  // the mapping keeps its own reference to the file
+  if (map == MAP_FAILED) return Error(path + ": cannot map " + std::to_string(size) + " bytes: " + errno_text(err));
+  return MappedFile(static_cast<const std::byte*>(map), size);
+}
+
+MappedFile::MappedFile(MappedFile&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+
+MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
+  if (this != &other) {
+    reset();
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+MappedFile::~MappedFile() { reset(); }
+
+void MappedFile::reset() {
+  if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
+  data_ = nullptr;
+  size_ = 0;
+}
+
+}  // namespace nmkit::io

@@ -1,0 +1,38 @@
+// Read-only memory mapping of a whole file (MAP_PRIVATE, PROT_READ), owned RAII-style.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "nmkit/status.h"
+
+namespace nmkit::io {
+
+class MappedFile {
+ public:
+  // An Error "PATH: <reason>" when the file cannot be opened, is not a regular file, or is empty
+  // (an empty file cannot be mapped; callers reject it by size before needing the bytes).
+  static Result<MappedFile> open_read(const std::string& path);
+
+  MappedFile() = default;
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&& other) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile();
+
+  const std::byte* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  MappedFile(const std::byte* data, size_t size) : data_(data), size_(size) {}
+  void reset();
+
+  const std::byte* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// "strerror(errno)" for messages; thread-safe (strerror_r).
+std::string errno_text(int err);
+
+}  // namespace nmkit::io

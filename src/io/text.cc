@@ -1,0 +1,97 @@
+#include "io/text.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+
+namespace nmkit::io {
+namespace {
+
+constexpr size_t kMaxNameBytes = 200;
+constexpr size_t kMaxValueBytes = 120;
+constexpr size_t kMaxItems = 8;
+constexpr int kMaxDepth = 3;
+
+void render(const nlohmann::json& value, int depth, std::string& out) {
+  if (out.size() > kMaxValueBytes) return;
+  if (value.is_array()) {
+    if (depth >= kMaxDepth) {
+      out += "[...]";
+      return;
+    }
+    out += '[';
+    size_t i = 0;
+    for (const auto& item : value) {
+      if (i > 0) out += ", ";
+      if (i == kMaxItems) {
+        out += "...";
+        break;
+      }
+      render(item, depth + 1, out);
+      ++i;
+    }
+    out += ']';
+  } else if (value.is_object()) {
+    if (depth >= kMaxDepth) {
+      out += "{...}";
+      return;
+    }
+    out += '{';
+    size_t i = 0;
+    for (const auto& [key, item] : value.items()) {
+      if (i > 0) out += ", ";
+      if (i == kMaxItems) {
+        out += "...";
+        break;
+      }
+      out += nlohmann::json(key).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      out += ": ";
+      render(item, depth + 1, out);
+      ++i;
+    }
+    out += '}';
+  } else {
+    out += value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+}
+
+}  // namespace
+
+std::string one_line(std::string_view text, size_t max_bytes) {
+  std::string out;
+  out.reserve(std::min(text.size(), max_bytes) + 3);
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (out.size() >= max_bytes) {
+      // Do not end inside a UTF-8 sequence: drop continuation bytes and their lead byte.
+      while (!out.empty() && (static_cast<uint8_t>(out.back()) & 0xC0) == 0x80) out.pop_back();
+      if (!out.empty() && static_cast<uint8_t>(out.back()) >= 0xC0) out.pop_back();
+      out += "...";
+      break;
+    }
+    const auto c = static_cast<uint8_t>(text[i]);
+    if (c < 0x20 || c == 0x7F) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof(escaped), "\\x%02X", c);
+      out += escaped;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+std::string quote_name(std::string_view name) {
+  // Appended piecewise: `"'" + std::string&&` trips GCC 12's -Wrestrict false positive.
+  std::string out(1, '\'');
+  out += one_line(name, kMaxNameBytes);
+  out += '\'';
+  return out;
+}
+
+std::string brief(const nlohmann::json& value) {
+  std::string out;
+  render(value, 0, out);
+  return one_line(out, kMaxValueBytes + 40);
+}
+
+}  // namespace nmkit::io
