@@ -1,8 +1,107 @@
-// Slots of the sparse/dense linear kernels (filled per tier by src/cpu/linear_dispatch.cc).
+// Slots of the sparse/dense linear kernels (filled per tier by src/cpu/linear_dispatch.cc) and the
+// packed weight they read (its layout is documented in include/nmkit/linear.h).
 #pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <optional>
+
+#include "nmkit/cpu.h"
+#include "nmkit/dtype.h"
+#include "nmkit/linear.h"
+#include "nmkit/pattern.h"
+#include "nmkit/slide_geometry.h"
 
 namespace nmkit::cpu {
 
-struct LinearKernels {};
+// Rows per block of the packed dense and sparse24 layouts: enough rows in flight to hide memory
+// latency, few enough that a block's accumulators for 4 tokens fit in 16 ZMM registers.
+inline constexpr int kLinearRowBlock = 4;
+// K chunk of the f32/bf16 layouts: 16 kept values of 2:4 fill one ZMM of f32.
+inline constexpr int kLinearChunk = 32;
+// K chunk of the int8 layouts: 64 kept int8 values of 2:4 fill one ZMM.
+inline constexpr int kLinearChunkInt8 = 128;
+// Zero bytes after a packed value array, so that a kernel may load one full vector at any value.
+inline constexpr size_t kLinearSlack = 128;
+
+// 64-byte aligned, zero-initialised bytes.
+struct AlignedBytes {
+  struct Free {
+    void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t(64)); }
+  };
+  std::unique_ptr<std::byte[], Free> data;
+  size_t size = 0;
+
+  static AlignedBytes zeros(size_t bytes);
+  template <class T> T* as() { return reinterpret_cast<T*>(data.get()); }
+  template <class T> const T* as() const { return reinterpret_cast<const T*>(data.get()); }
+};
+
+enum class PackedKind { Dense, Sparse24, NM };
+
+struct PackedLinear {
+  PackedKind kind = PackedKind::Dense;
+  DType dtype = DType::F32;  // F32, BF16 or I8
+  IsaTier tier = IsaTier::Scalar;
+  int64_t rows = 0;
+  int64_t K = 0;        // logical input features of the user's X
+  int64_t K_x = 0;      // padded width of the activations the kernel reads (K or K_prime, rounded up)
+  int64_t row_blocks = 0;
+  Pattern pattern{2, 4};
+  std::optional<SlideGeometry> slide;  // slid INT8: X is lifted to K_prime while quantized
+  AlignedBytes values;
+  AlignedBytes meta;    // sparse24: u32 words; nm: mask rows of mask_stride bytes
+  int64_t value_stride = 0;  // nm: values per row (groups * keep)
+  int64_t mask_stride = 0;   // nm: bytes per mask row (K_x / 8)
+  // int8: per-row weight scale and sum of the row's int8 values; null otherwise.
+  AlignedBytes row_scale;  // f32 [rows]
+  AlignedBytes row_sum;    // i32 [rows]
+  AlignedBytes bias;       // f32 [rows] or empty
+  bool has_bias = false;
+  size_t streamed_bytes = 0;
+};
+
+// One kernel call: rows blocks [block_begin, block_end) (nm: rows [block_begin*4, block_end*4)
+// clipped to rows) for all M tokens.
+struct LinearCall {
+  const PackedLinear* w = nullptr;
+  const void* x = nullptr;      // (M, K_x): f32, or int8 codes for the int8 kernels
+  const float* x_scale = nullptr;  // int8: per-token scales [M]
+  int64_t M = 0;
+  float* y = nullptr;           // (M, ldy)
+  int64_t ldy = 0;
+  int64_t block_begin = 0;
+  int64_t block_end = 0;
+};
+
+using LinearFn = void (*)(const LinearCall& call);
+
+struct LinearKernels {
+  LinearFn dense_f32 = nullptr;
+  LinearFn dense_bf16 = nullptr;
+  LinearFn sparse24_f32 = nullptr;
+  LinearFn sparse24_bf16 = nullptr;
+  LinearFn nm_f32 = nullptr;
+  LinearFn nm_bf16 = nullptr;
+  LinearFn dense_i8 = nullptr;
+  LinearFn sparse24_i8 = nullptr;
+};
+
+// Per tier: declared here, defined in src/cpu/<tier>/linear_*.cc (one file per weight family).
+namespace scalar { void fill_linear(LinearKernels& slots); }
+namespace avx2 {
+void fill_linear(LinearKernels& slots);     // dense and sparse24, f32 and bf16
+void fill_linear_nm(LinearKernels& slots);  // nm, f32 and bf16
+}  // namespace avx2
+namespace avx512 {
+void fill_linear(LinearKernels& slots);
+void fill_linear_nm(LinearKernels& slots);
+}  // namespace avx512
+
+// The kernel slot a packed weight runs on (null when the tier lacks it).
+LinearFn linear_kernel_for(const LinearKernels& kernels, PackedKind kind, DType dtype);
 
 }  // namespace nmkit::cpu

@@ -1,0 +1,107 @@
+// Linear layers on the CPU with dense, 2:4 (sparse24) and N:M weights: Y[M, rows] = X[M, K] * W^T
+// (+ bias), design.md sections 1 and 8. A SparseLinear is built once from a weight (the weight is
+// repacked into the layout its kernel streams best) and applied to many inputs.
+//
+// Regimes (design.md 8). For M up to about 16 a call is bound by the bytes of weights it streams, so
+// the ceiling on speedup over dense is the byte ratio (byte_ratio()); the kernels stream the packed
+// weight once per call (per block of tokens for large M) with several rows in flight and the
+// activations in registers or L1. Larger M is bound by arithmetic; there the best a CPU can do is to
+// match dense.
+//
+// Layout (the packed weight; X is copied once per call into rows of K_x = K rounded up to the chunk
+// width, zero-filled, so kernels never see a tail):
+//   dense f32/bf16: rows in blocks of 4 (zero rows pad the last block), K in chunks of 32; for block
+//     b and chunk c, (4, 32) values, one row after another. Shape (rows_pad/4, K_x/32, 4, 32).
+//   sparse24 f32/bf16: values (rows_pad/4, K_x/32, 4, 16): each row's 16 kept values of the chunk,
+//     as in the sparse24 format; meta (rows_pad/4, K_x/32, 4) 32-bit words, each the 8 nibbles of one
+//     row's chunk in sparse24 order (2-bit field s of the word = position of value s in its group).
+//     Padding groups are (0, 1) with zero values.
+//   nm f32/bf16: the NMPacked format per row: values (rows, groups*keep) and mask rows widened to
+//     K_x/8 bytes (zero bits beyond K_pad), plus a slack of zeros after the values so a kernel may
+//     load a full vector at the last value.
+//   int8 (dense or sparse24): as the f32 layouts with int8 values and K chunks of 128 (sparse24:
+//     64 values and 32 bytes of meta, i.e. four 32-bit words, per row and chunk), plus per-row
+//     scales and per-row sums of the int8 values (for the unsigned-activation form of VNNI).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "nmkit/cpu.h"
+#include "nmkit/format.h"
+#include "nmkit/slide_geometry.h"
+#include "nmkit/status.h"
+#include "nmkit/tensor.h"
+
+namespace nmkit {
+
+enum class LinearWeight { Dense, Sparse24, NM };
+
+struct LinearOptions {
+  // ISA tier of the kernels; unset = active_tier() (NMKIT_ISA, else the best detected). A tier this
+  // machine does not run is an Error.
+  std::optional<IsaTier> tier;
+  // INT8: weights are quantized per output row (design.md 6) when the SparseLinear is built and the
+  // activations per token on every call; Y = scale_x * scale_w * int32 sum (+ bias).
+  bool int8 = false;
+};
+
+namespace cpu { struct PackedLinear; }
+
+class SparseLinear {
+ public:
+  // A dense [rows, K] weight in f32 or bf16 (f16 is widened to f32). With options.int8 the weight is
+  // quantized per row; its zeros stay zeros.
+  static Result<SparseLinear> dense(const TensorView& weight, const LinearOptions& options = {});
+  // A 2:4 weight in f32 or bf16 (int8 with options.int8).
+  static Result<SparseLinear> sparse24(const Sparse24& weight, const LinearOptions& options = {});
+  // Any keep:group with group <= 16, f32 or bf16 (int8 is not offered: its byte ratio is below 2:4's).
+  static Result<SparseLinear> nm(const NMPacked& weight, const LinearOptions& options = {});
+  // A SlideSparse weight: [rows, geometry.K_prime], 2:4-compliant, from a keep:2N weight of logical
+  // width geometry.K (design.md 5). Runs as INT8 2:4 on activations lifted to K_prime while they are
+  // quantized (options.int8 is implied).
+  static Result<SparseLinear> slid(const TensorView& slid_weight, const SlideGeometry& geometry,
+                                   const LinearOptions& options = {});
+
+  SparseLinear(SparseLinear&&) noexcept;
+  SparseLinear& operator=(SparseLinear&&) noexcept;
+  ~SparseLinear();
+
+  // A bias of `rows` f32 (or bf16/f16) values added to every output row.
+  Status set_bias(const TensorView& bias);
+
+  // Y (M, rows) f32 row-major = X (M, K) f32 row-major * W^T (+ bias). Returns an Error for M < 0.
+  Status apply(const float* x, int64_t M, float* y) const;
+  // The same on tensors: x is [M, K] (f32, bf16 or f16); the result is [M, rows] f32.
+  Result<Tensor> apply(const TensorView& x) const;
+
+  int64_t rows() const;
+  int64_t K() const;  // logical input features (of the unslid weight for a slid one)
+  LinearWeight weight_kind() const;
+  DType weight_dtype() const;  // F32, BF16 or I8
+  Pattern pattern() const;     // 2:4 for sparse24 and slid; the stored pattern for nm; 1:1 never
+  IsaTier tier() const;
+  // "avx512 sparse24 bf16", "scalar dense f32", "avx2 slid6:8 int8", ...
+  std::string kernel_name() const;
+
+  // Bytes of packed weight (values, indices or mask, scales) one call streams.
+  size_t bytes_streamed() const;
+  // The memory-bound ceiling on speedup: the bytes of the same weight stored dense in the same dtype
+  // (rows * K * dtype size; for int8 with its per-row scales) over bytes_streamed().
+  double byte_ratio() const;
+  // The arithmetic ceiling: dense multiply-adds over the multiply-adds of the sparse form (2 for
+  // 2:4, group/keep for nm, N/(N-1) for slid). A CPU without sparse units reaches it only where it
+  // is memory-bound, so theoretical_speedup() is byte_ratio() for decode (M <= 16) and 1 beyond.
+  double mac_ratio() const;
+  double theoretical_speedup(int64_t M) const;
+
+ private:
+  friend struct SparseLinearAccess;
+  explicit SparseLinear(std::unique_ptr<cpu::PackedLinear> packed);
+  std::unique_ptr<cpu::PackedLinear> packed_;
+};
+
+}  // namespace nmkit

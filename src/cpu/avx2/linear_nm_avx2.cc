@@ -1,0 +1,105 @@
+// AVX2 nm kernels (any keep:group up to 16), f32 and bf16 weights. AVX2 has no expand, so each
+// 8-wide step of K loads 8 consecutive values, places the first popcount(mask) of them in the lanes
+// of the mask's set bits with one vpermps from a 256-entry table, and zeroes the other lanes.
+// Values are read up to 7 past the row's last one: the packed layout keeps a slack of zeros there.
+#include <immintrin.h>
+
+#include <array>
+
+#include "cpu/linear_common.h"
+#include "cpu/linear_kernels.h"
+
+namespace nmkit::cpu::avx2 {
+namespace {
+
+struct ExpandTable {
+  alignas(32) std::array<std::array<int32_t, 8>, 256> index;  // lane -> source value
+  alignas(32) std::array<std::array<int32_t, 8>, 256> keep;   // lane set in the mask: all ones
+};
+
+constexpr ExpandTable make_table() {
+  ExpandTable t{};
+  for (int mask = 0; mask < 256; ++mask) {
+    int next = 0;
+    for (int lane = 0; lane < 8; ++lane) {
+      const bool set = (mask >> lane) & 1;
+      t.index[mask][lane] = set ? next++ : 0;
+      t.keep[mask][lane] = set ? -1 : 0;
+    }
+  }
+  return t;
+}
+
+constexpr ExpandTable kTable = make_table();
+
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const uint16_t* p) {
+  const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
+}
+
+inline float reduce8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+template <class T>
+inline __m256 expand8(uint8_t mask, const T* p) {
+  const __m256i idx = _mm256_load_si256(reinterpret_cast<const __m256i*>(kTable.index[mask].data()));
+  const __m256 keep = _mm256_load_ps(reinterpret_cast<const float*>(kTable.keep[mask].data()));
+  return _mm256_and_ps(_mm256_permutevar8x32_ps(load8(p), idx), keep);
+}
+
+template <int R, int Mc, class T>
+void nm_rows(const LinearCall& call, int64_t row0, int64_t m0) {
+  const PackedLinear& w = *call.w;
+  const T* v[R];
+  const uint8_t* bits[R];
+  for (int r = 0; r < R; ++r) {
+    v[r] = w.values.as<T>() + (row0 + r) * w.value_stride;
+    bits[r] = w.meta.as<uint8_t>() + (row0 + r) * w.mask_stride;
+  }
+  const float* x = static_cast<const float*>(call.x) + m0 * w.K_x;
+  __m256 acc[Mc][R];
+  for (auto& row : acc) for (auto& a : row) a = _mm256_setzero_ps();
+  const int64_t steps = w.K_x / 8;
+  for (int64_t s = 0; s < steps; ++s) {
+    __m256 xs[Mc];
+    for (int m = 0; m < Mc; ++m) xs[m] = _mm256_loadu_ps(x + m * w.K_x + s * 8);
+    for (int r = 0; r < R; ++r) {
+      const uint8_t mask = bits[r][s];
+      const __m256 wv = expand8(mask, v[r]);
+      v[r] += __builtin_popcount(mask);
+      for (int m = 0; m < Mc; ++m) acc[m][r] = _mm256_fmadd_ps(wv, xs[m], acc[m][r]);
+    }
+  }
+  for (int m = 0; m < Mc; ++m) {
+    for (int r = 0; r < R; ++r) store_output(call, m0 + m, row0 + r, reduce8(acc[m][r]));
+  }
+}
+
+template <int R, class T>
+void nm_tokens(const LinearCall& call, int64_t row0) {
+  int64_t m = 0;
+  for (; m + 2 <= call.M; m += 2) nm_rows<R, 2, T>(call, row0, m);
+  if (m < call.M) nm_rows<R, 1, T>(call, row0, m);
+}
+
+template <class T>
+void nm(const LinearCall& call) {
+  const int64_t row_end = std::min(call.w->rows, call.block_end * kLinearRowBlock);
+  int64_t row = call.block_begin * kLinearRowBlock;
+  for (; row + 4 <= row_end; row += 4) nm_tokens<4, T>(call, row);
+  for (; row < row_end; ++row) nm_tokens<1, T>(call, row);
+}
+
+}  // namespace
+
+void fill_linear_nm(LinearKernels& slots) {
+  slots.nm_f32 = nm<float>;
+  slots.nm_bf16 = nm<uint16_t>;
+}
+
+}  // namespace nmkit::cpu::avx2

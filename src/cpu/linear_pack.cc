@@ -1,0 +1,159 @@
+#include "cpu/linear_pack.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace nmkit::cpu {
+
+AlignedBytes AlignedBytes::zeros(size_t bytes) {
+  AlignedBytes out;
+  const size_t rounded = (bytes + 63) / 64 * 64 + 64;
+  out.data.reset(static_cast<std::byte*>(::operator new[](rounded, std::align_val_t(64))));
+  std::memset(out.data.get(), 0, rounded);
+  out.size = bytes;
+  return out;
+}
+
+namespace {
+
+int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+
+// The dtype a weight is packed in: f16 has no kernels, so it is widened to f32 exactly.
+Result<DType> packed_dtype(DType dtype, const std::string& what) {
+  if (dtype == DType::F32 || dtype == DType::F16) return DType::F32;
+  if (dtype == DType::BF16) return DType::BF16;
+  return Error(what + ": weight dtype " + std::string(dtype_name(dtype)) +
+               " is not supported (f32, bf16 or f16)");
+}
+
+// Element i of a prunable-dtype array, converted to the packed dtype and stored at dst[j].
+void copy_element(DType src_dtype, const std::byte* src, int64_t i, DType dst_dtype, std::byte* dst, int64_t j) {
+  if (dst_dtype == DType::BF16) {  // bf16 stays bf16: bit copy
+    std::memcpy(dst + j * 2, src + i * 2, 2);
+    return;
+  }
+  float value = 0;
+  if (src_dtype == DType::F32) std::memcpy(&value, src + i * 4, 4);
+  else {
+    uint16_t bits;
+    std::memcpy(&bits, src + i * 2, 2);
+    value = src_dtype == DType::F16 ? f16_to_f32(bits) : bf16_to_f32(bits);
+  }
+  std::memcpy(dst + j * 4, &value, 4);
+}
+
+std::unique_ptr<PackedLinear> start(PackedKind kind, DType dtype, int64_t rows, int64_t K, int64_t chunk) {
+  auto packed = std::make_unique<PackedLinear>();
+  packed->kind = kind;
+  packed->dtype = dtype;
+  packed->rows = rows;
+  packed->K = K;
+  packed->K_x = round_up(K, chunk);
+  packed->row_blocks = (rows + kLinearRowBlock - 1) / kLinearRowBlock;
+  return packed;
+}
+
+Status check_shape(int64_t rows, int64_t K, const std::string& what) {
+  if (rows < 1 || K < 1) {
+    return Error(what + ": weight shape [" + std::to_string(rows) + ", " + std::to_string(K) +
+                 "] must have rows >= 1 and K >= 1");
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+void count_streamed_bytes(PackedLinear& packed) {
+  packed.streamed_bytes = packed.values.size + packed.meta.size + packed.row_scale.size + packed.row_sum.size;
+}
+
+Result<std::unique_ptr<PackedLinear>> pack_dense(const TensorView& weight) {
+  if (weight.shape.size() != 2) return Error("dense weight: expected a 2-D tensor, got " + shape_str(weight.shape));
+  NMKIT_TRY(check_shape(weight.rows(), weight.cols(), "dense weight"));
+  auto dtype = packed_dtype(weight.dtype, "dense weight");
+  if (!dtype.ok()) return dtype.error();
+  auto packed = start(PackedKind::Dense, *dtype, weight.rows(), weight.cols(), kLinearChunk);
+  const int64_t chunks = packed->K_x / kLinearChunk;
+  const size_t size = dtype_size(*dtype);
+  const size_t count = static_cast<size_t>(packed->row_blocks * chunks * kLinearRowBlock * kLinearChunk);
+  packed->values = AlignedBytes::zeros(count * size);
+  packed->values.size = count * size;
+  std::byte* dst = packed->values.data.get();
+  for (int64_t row = 0; row < packed->rows; ++row) {
+    const int64_t b = row / kLinearRowBlock, r = row % kLinearRowBlock;
+    for (int64_t k = 0; k < packed->K; ++k) {
+      const int64_t c = k / kLinearChunk;
+      const int64_t j = ((b * chunks + c) * kLinearRowBlock + r) * kLinearChunk + k % kLinearChunk;
+      copy_element(weight.dtype, weight.data, row * packed->K + k, *dtype, dst, j);
+    }
+  }
+  count_streamed_bytes(*packed);
+  return packed;
+}
+
+Result<std::unique_ptr<PackedLinear>> pack_sparse24(const Sparse24& weight) {
+  NMKIT_TRY(validate(weight, "sparse24 weight"));
+  NMKIT_TRY(check_shape(weight.rows, weight.K, "sparse24 weight"));
+  auto dtype = packed_dtype(weight.dtype, "sparse24 weight");
+  if (!dtype.ok()) return dtype.error();
+  auto packed = start(PackedKind::Sparse24, *dtype, weight.rows, weight.K, kLinearChunk);
+  const int64_t chunks = packed->K_x / kLinearChunk;
+  const int64_t groups = weight.K_pad() / 4;  // real groups per row (the rest is chunk padding)
+  const size_t size = dtype_size(*dtype);
+  const int64_t records = packed->row_blocks * chunks * kLinearRowBlock;
+  packed->values = AlignedBytes::zeros(static_cast<size_t>(records) * 16 * size);
+  packed->meta = AlignedBytes::zeros(static_cast<size_t>(records) * 4);
+  auto* words = packed->meta.as<uint32_t>();
+  // Padding records (missing rows, groups beyond K_pad) name positions 0 and 1 with zero values.
+  for (int64_t i = 0; i < records; ++i) words[i] = 0x44444444u;
+  const auto* meta = weight.meta.as<uint8_t>();
+  const std::byte* src = weight.values.data();
+  const int64_t value_stride = weight.K_pad() / 2;
+  for (int64_t row = 0; row < weight.rows; ++row) {
+    const int64_t b = row / kLinearRowBlock, r = row % kLinearRowBlock;
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t c = g / 8, slot = g % 8;
+      const int64_t record = (b * chunks + c) * kLinearRowBlock + r;
+      const uint32_t nibble = (meta[row * weight.meta_stride() + g / 2] >> (4 * (g & 1))) & 0xFu;
+      words[record] = (words[record] & ~(0xFu << (4 * slot))) | (nibble << (4 * slot));
+      for (int h = 0; h < 2; ++h) {
+        copy_element(weight.dtype, src, row * value_stride + 2 * g + h, *dtype, packed->values.data.get(),
+                     record * 16 + 2 * slot + h);
+      }
+    }
+  }
+  count_streamed_bytes(*packed);
+  return packed;
+}
+
+Result<std::unique_ptr<PackedLinear>> pack_nm(const NMPacked& weight) {
+  NMKIT_TRY(validate(weight, "nm weight"));
+  NMKIT_TRY(check_shape(weight.rows, weight.K, "nm weight"));
+  if (weight.pattern.group > 16) {
+    return Error("nm weight: pattern " + weight.pattern.str() + " has group > 16 (kernels take groups up to 16)");
+  }
+  auto dtype = packed_dtype(weight.dtype, "nm weight");
+  if (!dtype.ok()) return dtype.error();
+  auto packed = start(PackedKind::NM, *dtype, weight.rows, weight.K, kLinearChunk);
+  packed->K_x = round_up(weight.K_pad(), kLinearChunk);
+  packed->pattern = weight.pattern;
+  packed->value_stride = weight.groups() * weight.pattern.keep;
+  packed->mask_stride = packed->K_x / 8;
+  const size_t size = dtype_size(*dtype);
+  const int64_t count = weight.rows * packed->value_stride;
+  packed->values = AlignedBytes::zeros(static_cast<size_t>(count) * size + kLinearSlack);
+  packed->values.size = static_cast<size_t>(count) * size;
+  for (int64_t i = 0; i < count; ++i) {
+    copy_element(weight.dtype, weight.values.data(), i, *dtype, packed->values.data.get(), i);
+  }
+  packed->meta = AlignedBytes::zeros(static_cast<size_t>(weight.rows * packed->mask_stride));
+  for (int64_t row = 0; row < weight.rows; ++row) {
+    std::memcpy(packed->meta.as<uint8_t>() + row * packed->mask_stride,
+                weight.mask.as<uint8_t>() + row * weight.mask_stride(), static_cast<size_t>(weight.mask_stride()));
+  }
+  count_streamed_bytes(*packed);
+  return packed;
+}
+
+}  // namespace nmkit::cpu

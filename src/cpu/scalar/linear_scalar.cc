@@ -1,0 +1,112 @@
+// Portable linear kernels on the packed layouts of include/nmkit/linear.h: the fallback tier, and
+// the shape every SIMD tier follows. Sums use 16 partial accumulators per output (one per value
+// slot of a chunk), so no product passes through more than K/16 + 5 roundings; the tests' tolerance
+// is derived from that bound (tests/linear/tolerance.h).
+#include <cstring>
+
+#include "cpu/linear_kernels.h"
+#include "cpu/linear_common.h"
+
+namespace nmkit::cpu::scalar {
+namespace {
+
+inline float load_value(const float* p) { return *p; }
+inline float load_value(const uint16_t* p) { return bf16_to_f32(*p); }
+
+// Pairwise sum of 16 partials.
+inline float reduce16(float* s) {
+  for (int width = 8; width >= 1; width /= 2) {
+    for (int i = 0; i < width; ++i) s[i] += s[i + width];
+  }
+  return s[0];
+}
+
+template <class T>
+void dense(const LinearCall& call) {
+  const PackedLinear& w = *call.w;
+  const int64_t chunks = w.K_x / kLinearChunk;
+  const auto* values = w.values.as<T>();
+  const auto* x = static_cast<const float*>(call.x);
+  for (int64_t b = call.block_begin; b < call.block_end; ++b) {
+    const T* block = values + b * chunks * kLinearRowBlock * kLinearChunk;
+    for (int r = 0; r < kLinearRowBlock; ++r) {
+      const int64_t row = b * kLinearRowBlock + r;
+      if (row >= w.rows) break;
+      for (int64_t m = 0; m < call.M; ++m) {
+        const float* xm = x + m * w.K_x;
+        float s[16] = {};
+        for (int64_t c = 0; c < chunks; ++c) {
+          const T* wr = block + (c * kLinearRowBlock + r) * kLinearChunk;
+          const float* xc = xm + c * kLinearChunk;
+          for (int j = 0; j < 16; ++j) {
+            s[j] += load_value(wr + j) * xc[j] + load_value(wr + j + 16) * xc[j + 16];
+          }
+        }
+        store_output(call, m, row, reduce16(s));
+      }
+    }
+  }
+}
+
+template <class T>
+void sparse24(const LinearCall& call) {
+  const PackedLinear& w = *call.w;
+  const int64_t chunks = w.K_x / kLinearChunk;
+  const auto* values = w.values.as<T>();
+  const auto* meta = w.meta.as<uint32_t>();
+  const auto* x = static_cast<const float*>(call.x);
+  for (int64_t b = call.block_begin; b < call.block_end; ++b) {
+    for (int r = 0; r < kLinearRowBlock; ++r) {
+      const int64_t row = b * kLinearRowBlock + r;
+      if (row >= w.rows) break;
+      for (int64_t m = 0; m < call.M; ++m) {
+        const float* xm = x + m * w.K_x;
+        float s[16] = {};
+        for (int64_t c = 0; c < chunks; ++c) {
+          const int64_t record = (b * chunks + c) * kLinearRowBlock + r;
+          const T* wr = values + record * 16;
+          const uint32_t word = meta[record];
+          const float* xc = xm + c * kLinearChunk;
+          for (int j = 0; j < 16; ++j) {
+            s[j] += load_value(wr + j) * xc[sparse24_position(word, j)];
+          }
+        }
+        store_output(call, m, row, reduce16(s));
+      }
+    }
+  }
+}
+
+template <class T>
+void nm(const LinearCall& call) {
+  const PackedLinear& w = *call.w;
+  const auto* values = w.values.as<T>();
+  const auto* mask = w.meta.as<uint8_t>();
+  const auto* x = static_cast<const float*>(call.x);
+  const int64_t row_end = std::min(w.rows, call.block_end * kLinearRowBlock);
+  for (int64_t row = call.block_begin * kLinearRowBlock; row < row_end; ++row) {
+    for (int64_t m = 0; m < call.M; ++m) {
+      const float* xm = x + m * w.K_x;
+      const T* v = values + row * w.value_stride;
+      const uint8_t* bits = mask + row * w.mask_stride;
+      float s[16] = {};
+      for (int64_t k = 0; k < w.K_x; ++k) {
+        if ((bits[k >> 3] >> (k & 7)) & 1) s[k & 15] += load_value(v++) * xm[k];
+      }
+      store_output(call, m, row, reduce16(s));
+    }
+  }
+}
+
+}  // namespace
+
+void fill_linear(LinearKernels& slots) {
+  slots.dense_f32 = dense<float>;
+  slots.dense_bf16 = dense<uint16_t>;
+  slots.sparse24_f32 = sparse24<float>;
+  slots.sparse24_bf16 = sparse24<uint16_t>;
+  slots.nm_f32 = nm<float>;
+  slots.nm_bf16 = nm<uint16_t>;
+}
+
+}  // namespace nmkit::cpu::scalar

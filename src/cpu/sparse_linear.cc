@@ -1,0 +1,194 @@
+// SparseLinear: validation at the boundary, packing once, and per call the activation copy, token
+// blocking and row-parallel dispatch to the tier's kernel.
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cpu/kernel_table.h"
+#include "cpu/linear_pack.h"
+#include "nmkit/linear.h"
+#include "nmkit/threads.h"
+
+namespace nmkit {
+
+using cpu::PackedKind;
+using cpu::PackedLinear;
+
+namespace {
+
+Result<IsaTier> choose_tier(const LinearOptions& options) {
+  if (!options.tier) return active_tier();
+  if (*options.tier > detected_tier()) {
+    return Error("linear: ISA tier " + std::string(tier_name(*options.tier)) + " is not supported by this machine (best: " +
+                 std::string(tier_name(detected_tier())) + ")");
+  }
+  return *options.tier;
+}
+
+Result<SparseLinear> finish(Result<std::unique_ptr<PackedLinear>> packed, const LinearOptions& options);
+
+// Tokens per block when M is large: the block's activations (f32) stay within about 1 MiB of L2 while
+// every row block of the weight is applied to them.
+int64_t token_block(int64_t K_x) { return std::max<int64_t>(16, (int64_t{1} << 20) / (K_x * 4)); }
+
+}  // namespace
+
+struct SparseLinearAccess {
+  static SparseLinear make(std::unique_ptr<PackedLinear> packed) { return SparseLinear(std::move(packed)); }
+};
+
+namespace {
+
+Result<SparseLinear> finish(Result<std::unique_ptr<PackedLinear>> packed, const LinearOptions& options) {
+  if (!packed.ok()) return packed.error();
+  auto tier = choose_tier(options);
+  if (!tier.ok()) return tier.error();
+  (*packed)->tier = *tier;
+  if (cpu::linear_kernel_for(cpu::kernels_for(*tier).linear, (*packed)->kind, (*packed)->dtype) == nullptr) {
+    return Error("linear: no kernel for this weight form on tier " + std::string(tier_name(*tier)));
+  }
+  return SparseLinearAccess::make(std::move(*packed));
+}
+
+}  // namespace
+
+SparseLinear::SparseLinear(std::unique_ptr<PackedLinear> packed) : packed_(std::move(packed)) {}
+SparseLinear::SparseLinear(SparseLinear&&) noexcept = default;
+SparseLinear& SparseLinear::operator=(SparseLinear&&) noexcept = default;
+SparseLinear::~SparseLinear() = default;
+
+Result<SparseLinear> SparseLinear::dense(const TensorView& weight, const LinearOptions& options) {
+  if (options.int8) return Error("linear: int8 dense weights are not implemented yet");
+  return finish(cpu::pack_dense(weight), options);
+}
+
+Result<SparseLinear> SparseLinear::sparse24(const Sparse24& weight, const LinearOptions& options) {
+  if (options.int8) return Error("linear: int8 sparse24 weights are not implemented yet");
+  return finish(cpu::pack_sparse24(weight), options);
+}
+
+Result<SparseLinear> SparseLinear::nm(const NMPacked& weight, const LinearOptions& options) {
+  if (options.int8) return Error("linear: int8 is offered for dense, sparse24 and slid weights, not nm");
+  return finish(cpu::pack_nm(weight), options);
+}
+
+Result<SparseLinear> SparseLinear::slid(const TensorView&, const SlideGeometry&, const LinearOptions&) {
+  return Error("linear: slid weights are not implemented yet");
+}
+
+Status SparseLinear::set_bias(const TensorView& bias) {
+  if (bias.numel() != packed_->rows || bias.shape.size() != 1) {
+    return Error("linear: bias shape " + shape_str(bias.shape) + " does not match rows " + std::to_string(packed_->rows));
+  }
+  if (!is_prunable(bias.dtype)) return Error("linear: bias dtype " + std::string(dtype_name(bias.dtype)) + " is not f32/bf16/f16");
+  packed_->bias = cpu::AlignedBytes::zeros(static_cast<size_t>(packed_->rows) * 4);
+  convert_to_f32(bias.dtype, bias.data, packed_->bias.as<float>(), static_cast<size_t>(packed_->rows));
+  packed_->has_bias = true;
+  return ok_status();
+}
+
+Status SparseLinear::apply(const float* x, int64_t M, float* y) const {
+  if (M < 0) return Error("linear: M = " + std::to_string(M) + " is negative");
+  if (M == 0) return ok_status();
+  const PackedLinear& w = *packed_;
+  const cpu::LinearFn kernel = cpu::linear_kernel_for(cpu::kernels_for(w.tier).linear, w.kind, w.dtype);
+  NMKIT_ASSERT(kernel != nullptr);
+  const int64_t block = token_block(w.K_x);
+  // Activations padded with zeros to K_x, one token block at a time (reused across calls).
+  thread_local std::vector<float> padded;
+  padded.resize(static_cast<size_t>(std::min(block, M) * w.K_x));
+  for (int64_t m0 = 0; m0 < M; m0 += block) {
+    const int64_t count = std::min(block, M - m0);
+    for (int64_t m = 0; m < count; ++m) {
+      float* dst = padded.data() + m * w.K_x;
+      std::memcpy(dst, x + (m0 + m) * w.K, static_cast<size_t>(w.K) * 4);
+      std::memset(dst + w.K, 0, static_cast<size_t>(w.K_x - w.K) * 4);
+    }
+    cpu::LinearCall call;
+    call.w = &w;
+    call.x = padded.data();
+    call.M = count;
+    call.y = y + m0 * w.rows;
+    call.ldy = w.rows;
+    parallel_for(w.row_blocks, 1, [&](int64_t begin, int64_t end) {
+      cpu::LinearCall part = call;
+      part.block_begin = begin;
+      part.block_end = end;
+      kernel(part);
+    });
+  }
+  return ok_status();
+}
+
+Result<Tensor> SparseLinear::apply(const TensorView& x) const {
+  if (x.shape.size() != 2 || x.cols() != packed_->K) {
+    return Error("linear: input shape " + shape_str(x.shape) + " does not match K = " + std::to_string(packed_->K));
+  }
+  if (!is_prunable(x.dtype)) return Error("linear: input dtype " + std::string(dtype_name(x.dtype)) + " is not f32/bf16/f16");
+  std::vector<float> converted;
+  const float* src = x.as<float>();
+  if (x.dtype != DType::F32) {
+    converted.resize(static_cast<size_t>(x.numel()));
+    convert_to_f32(x.dtype, x.data, converted.data(), converted.size());
+    src = converted.data();
+  }
+  Tensor y = Tensor::empty(DType::F32, {x.rows(), packed_->rows});
+  NMKIT_TRY(apply(src, x.rows(), y.as<float>()));
+  return y;
+}
+
+int64_t SparseLinear::rows() const { return packed_->rows; }
+int64_t SparseLinear::K() const { return packed_->K; }
+DType SparseLinear::weight_dtype() const { return packed_->dtype; }
+IsaTier SparseLinear::tier() const { return packed_->tier; }
+
+LinearWeight SparseLinear::weight_kind() const {
+  switch (packed_->kind) {
+    case PackedKind::Dense: return LinearWeight::Dense;
+    case PackedKind::Sparse24: return LinearWeight::Sparse24;
+    case PackedKind::NM: return LinearWeight::NM;
+  }
+  return LinearWeight::Dense;
+}
+
+Pattern SparseLinear::pattern() const {
+  if (packed_->kind == PackedKind::NM) return packed_->pattern;
+  return Pattern{2, 4};
+}
+
+std::string SparseLinear::kernel_name() const {
+  const PackedLinear& w = *packed_;
+  std::string name(tier_name(w.tier));
+  switch (w.kind) {
+    case PackedKind::Dense: name += " dense"; break;
+    case PackedKind::Sparse24: name += w.slide ? " slid" + w.slide->pattern.str() : std::string(" sparse24"); break;
+    case PackedKind::NM: name += " nm" + w.pattern.str(); break;
+  }
+  const char* dtype = w.dtype == DType::F32 ? " f32" : w.dtype == DType::BF16 ? " bf16" : " int8";
+  return name + dtype;
+}
+
+size_t SparseLinear::bytes_streamed() const { return packed_->streamed_bytes; }
+
+double SparseLinear::byte_ratio() const {
+  const PackedLinear& w = *packed_;
+  double dense = static_cast<double>(w.rows) * static_cast<double>(w.K) * static_cast<double>(dtype_size(w.dtype));
+  if (w.dtype == DType::I8) dense += static_cast<double>(w.rows) * 4.0;  // per-row scales
+  return dense / static_cast<double>(w.streamed_bytes);
+}
+
+double SparseLinear::mac_ratio() const {
+  const PackedLinear& w = *packed_;
+  if (w.slide) return w.slide->ideal_speedup();
+  switch (w.kind) {
+    case PackedKind::Dense: return 1.0;
+    case PackedKind::Sparse24: return 2.0;
+    case PackedKind::NM: return static_cast<double>(w.pattern.group) / w.pattern.keep;
+  }
+  return 1.0;
+}
+
+double SparseLinear::theoretical_speedup(int64_t M) const { return M <= 16 ? byte_ratio() : 1.0; }
+
+}  // namespace nmkit

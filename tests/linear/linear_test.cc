@@ -1,0 +1,258 @@
+// Every linear kernel of the active tier (ctest runs the suite once per NMKIT_ISA tier) against the
+// float64 reference of src/ref, on random pruned weights of awkward shapes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "linear/tolerance.h"
+#include "nmkit/format.h"
+#include "nmkit/linear.h"
+#include "nmkit/reference.h"
+#include "util/random.h"
+
+namespace nmkit::test {
+namespace {
+
+struct Shape3 {
+  int64_t M, K, rows;
+};
+
+// Every M in {1,2,3,5,16,17,64,300}, K in {4,36,100,1000,4097} and rows in {1,7,64,129} appears,
+// each with tails (K % 4, K % 32, rows % 4 != 0); large M goes with small K*rows to keep the scalar
+// tier fast.
+const std::vector<Shape3>& shapes() {
+  static const std::vector<Shape3> list{
+      {1, 4, 1},     {2, 36, 7},     {3, 100, 64},  {5, 1000, 129}, {16, 4097, 7},  {17, 36, 129},
+      {64, 1000, 7}, {300, 100, 64}, {1, 4097, 129}, {16, 4, 64},   {3, 4097, 1},   {300, 36, 7},
+      {17, 1000, 1}, {64, 4, 129},   {5, 100, 1},   {2, 1000, 64},  {1, 36, 64},
+  };
+  return list;
+}
+
+std::string describe(const Shape3& s) {
+  return "M=" + std::to_string(s.M) + " K=" + std::to_string(s.K) + " rows=" + std::to_string(s.rows);
+}
+
+// Skips when NMKIT_ISA names a tier this machine lacks.
+bool tier_available() { return active_tier().ok(); }
+
+// A random [rows, K] weight complying with keep:group: each group keeps `keep` random positions
+// (fewer in the tail), and one kept value in five is zeroed so the sparse24/nm fill rule (stored
+// zeros) is exercised. Values are exact in `dtype`.
+Tensor pruned_weight(int64_t rows, int64_t K, Pattern pattern, DType dtype, uint64_t seed) {
+  std::vector<float> w = random_floats(static_cast<size_t>(rows * K), seed, -1.0f, 1.0f);
+  std::mt19937_64 rng(seed ^ 0x9E3779B97F4A7C15ull);
+  std::vector<int> order(static_cast<size_t>(pattern.group));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t g0 = 0; g0 < K; g0 += pattern.group) {
+      for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+      std::shuffle(order.begin(), order.end(), rng);
+      for (int i = 0; i < pattern.group; ++i) {
+        const int64_t k = g0 + order[static_cast<size_t>(i)];
+        if (k >= K) continue;
+        const bool kept = i < pattern.keep && rng() % 5 != 0;
+        if (!kept) w[static_cast<size_t>(r * K + k)] = 0.0f;
+      }
+    }
+  }
+  return Tensor::from_f32(w, {rows, K}, dtype);
+}
+
+// Sum over k of |x[m,k] w[r,k]| (+ |bias[r]|) in float64.
+double abs_sum(const std::vector<float>& w, const std::vector<float>& x, const std::vector<float>& bias, int64_t K,
+               int64_t r, int64_t m) {
+  double s = bias.empty() ? 0.0 : std::fabs(static_cast<double>(bias[static_cast<size_t>(r)]));
+  for (int64_t k = 0; k < K; ++k) {
+    s += std::fabs(static_cast<double>(w[static_cast<size_t>(r * K + k)]) * x[static_cast<size_t>(m * K + k)]);
+  }
+  return s;
+}
+
+// Applies `layer` to random X (output poisoned with NaN first) and checks it against `reference_y`.
+void check_layer(const SparseLinear& layer, const Tensor& dense_w, const Tensor& x, const Tensor& reference_y,
+                 const std::vector<float>& bias, const std::string& what) {
+  const int64_t M = x.rows(), K = x.cols(), rows = dense_w.rows();
+  std::vector<float> y(static_cast<size_t>(M * rows), std::numeric_limits<float>::quiet_NaN());
+  ASSERT_TRUE(layer.apply(x.as<float>(), M, y.data()).ok()) << what;
+  const std::vector<float> wf = dense_w.to_f32();
+  const std::vector<float> xf = x.to_f32();
+  const float* ref = reference_y.as<float>();
+  int failures = 0;
+  bool any_nonzero = false;
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t r = 0; r < rows; ++r) {
+      const size_t i = static_cast<size_t>(m * rows + r);
+      const double expected = static_cast<double>(ref[i]) + (bias.empty() ? 0.0 : bias[static_cast<size_t>(r)]);
+      const double tol = linear_tolerance(K, abs_sum(wf, xf, bias, K, r, m));
+      any_nonzero |= expected != 0.0;
+      if (!(std::fabs(static_cast<double>(y[i]) - expected) <= tol) && ++failures <= 5) {
+        ADD_FAILURE() << what << " " << layer.kernel_name() << ": Y[" << m << ", " << r << "] = " << y[i]
+                      << ", reference " << expected << ", tolerance " << tol;
+      }
+    }
+  }
+  EXPECT_EQ(failures, 0) << what;
+  EXPECT_TRUE(any_nonzero) << what << ": an all-zero reference cannot detect unwritten outputs";
+}
+
+enum class Form { Dense, Sparse24, NM };
+
+void run_case(Form form, Pattern pattern, DType dtype, const Shape3& s, uint64_t seed, bool with_bias) {
+  const std::string what = describe(s) + " pattern=" + pattern.str() + " dtype=" + std::string(dtype_name(dtype)) +
+                           " " + seed_trace(seed);
+  SCOPED_TRACE(what);
+  const Tensor w = pruned_weight(s.rows, s.K, form == Form::Dense ? Pattern{3, 4} : pattern, dtype, seed);
+  const Tensor x = random_tensor(DType::F32, {s.M, s.K}, seed + 1);
+  std::vector<float> bias;
+  Result<MatmulResult> ref = Error("unset");
+  Result<SparseLinear> layer = Error("unset");
+  if (form == Form::Dense) {
+    ref = ref_dense_matmul(w.view(), x.view());
+    layer = SparseLinear::dense(w.view());
+  } else if (form == Form::Sparse24) {
+    auto packed = compress_sparse24(w.view(), "w");
+    ASSERT_TRUE(packed.ok()) << packed.error().message();
+    ref = ref_sparse_matmul(*packed, x.view());
+    layer = SparseLinear::sparse24(*packed);
+  } else {
+    auto packed = compress_nm(w.view(), pattern, "w");
+    ASSERT_TRUE(packed.ok()) << packed.error().message();
+    ref = ref_sparse_matmul(*packed, x.view());
+    layer = SparseLinear::nm(*packed);
+  }
+  ASSERT_TRUE(ref.ok()) << ref.error().message();
+  ASSERT_TRUE(layer.ok()) << layer.error().message();
+  if (with_bias) {
+    bias = random_floats(static_cast<size_t>(s.rows), seed + 2);
+    const Tensor b = Tensor::from_f32(bias, {s.rows});
+    ASSERT_TRUE(layer->set_bias(b.view()).ok());
+  }
+  check_layer(*layer, w, x, ref->y, bias, what);
+}
+
+TEST(Linear, DenseMatchesReference) {
+  if (!tier_available()) GTEST_SKIP() << "tier not supported here";
+  uint64_t seed = 1000;
+  for (DType dtype : {DType::F32, DType::BF16, DType::F16}) {
+    for (const auto& s : shapes()) {
+      ++seed;
+      run_case(Form::Dense, {2, 4}, dtype, s, seed, seed % 3 == 0);
+    }
+  }
+}
+
+TEST(Linear, Sparse24MatchesReference) {
+  if (!tier_available()) GTEST_SKIP() << "tier not supported here";
+  uint64_t seed = 2000;
+  for (DType dtype : {DType::F32, DType::BF16, DType::F16}) {
+    for (const auto& s : shapes()) {
+      ++seed;
+      run_case(Form::Sparse24, {2, 4}, dtype, s, seed, seed % 3 == 0);
+    }
+  }
+}
+
+TEST(Linear, Sparse24AllNibbles) {
+  // Every pair of positions in every group slot of a chunk: row r's group g keeps positions
+  // pairs[(r + g) % 6], so 6 rows cover all 6 nibbles in all 8 group slots of a chunk.
+  if (!tier_available()) GTEST_SKIP() << "tier not supported here";
+  const int pairs[6][2] = {{0, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}, {2, 3}};
+  const int64_t rows = 6, K = 64, M = 3;
+  std::vector<float> w(static_cast<size_t>(rows * K), 0.0f);
+  const std::vector<float> values = random_floats(w.size(), 77, 0.5f, 1.5f);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t g = 0; g < K / 4; ++g) {
+      for (int h : pairs[(r + g) % 6]) w[static_cast<size_t>(r * K + 4 * g + h)] = values[static_cast<size_t>(r * K + 4 * g + h)];
+    }
+  }
+  const Tensor wt = Tensor::from_f32(w, {rows, K});
+  const Tensor x = random_tensor(DType::F32, {M, K}, 78);
+  auto packed = compress_sparse24(wt.view(), "w");
+  ASSERT_TRUE(packed.ok());
+  auto layer = SparseLinear::sparse24(*packed);
+  ASSERT_TRUE(layer.ok());
+  auto ref = ref_sparse_matmul(*packed, x.view());
+  ASSERT_TRUE(ref.ok());
+  check_layer(*layer, wt, x, ref->y, {}, "all nibbles seed=77");
+}
+
+TEST(Linear, NMMatchesReference) {
+  if (!tier_available()) GTEST_SKIP() << "tier not supported here";
+  uint64_t seed = 3000;
+  // Groups dividing 16 and not (6, 7, 10), keep 1 to group-1.
+  const std::vector<Pattern> patterns{{2, 4}, {4, 8}, {6, 8}, {1, 4}, {4, 6}, {3, 7}, {8, 10}, {14, 16}, {5, 16}};
+  size_t i = 0;
+  for (const auto& pattern : patterns) {
+    for (DType dtype : {DType::F32, DType::BF16}) {
+      // Every pattern and dtype meets a third of the shapes; together they cover all of them.
+      for (size_t j = i % 3; j < shapes().size(); j += 3) {
+        ++seed;
+        run_case(Form::NM, pattern, dtype, shapes()[j], seed, seed % 2 == 0);
+      }
+      ++i;
+    }
+  }
+}
+
+TEST(Linear, ReportsBytesAndRatios) {
+  if (!tier_available()) GTEST_SKIP() << "tier not supported here";
+  const int64_t rows = 64, K = 256;
+  const Tensor w = pruned_weight(rows, K, {2, 4}, DType::F32, 5);
+  auto dense = SparseLinear::dense(w.view());
+  ASSERT_TRUE(dense.ok());
+  EXPECT_EQ(dense->bytes_streamed(), static_cast<size_t>(rows * K * 4));
+  EXPECT_DOUBLE_EQ(dense->byte_ratio(), 1.0);
+  auto packed = compress_sparse24(w.view(), "w");
+  ASSERT_TRUE(packed.ok());
+  auto sparse = SparseLinear::sparse24(*packed);
+  ASSERT_TRUE(sparse.ok());
+  // 2 f32 values + 4 bits per group of 4 weights.
+  EXPECT_EQ(sparse->bytes_streamed(), static_cast<size_t>(rows * (K / 4) * 8 + rows * K / 8));
+  EXPECT_DOUBLE_EQ(sparse->byte_ratio(), 16.0 / 8.5);
+  EXPECT_DOUBLE_EQ(sparse->mac_ratio(), 2.0);
+  EXPECT_DOUBLE_EQ(sparse->theoretical_speedup(1), 16.0 / 8.5);
+  EXPECT_DOUBLE_EQ(sparse->theoretical_speedup(256), 1.0);
+  const Tensor wb = pruned_weight(rows, K, {6, 8}, DType::BF16, 6);
+  auto nm = compress_nm(wb.view(), {6, 8}, "w");
+  ASSERT_TRUE(nm.ok());
+  auto nm_layer = SparseLinear::nm(*nm);
+  ASSERT_TRUE(nm_layer.ok());
+  // 6 bf16 values + 1 mask byte per group of 8 bf16 (16 bytes dense).
+  EXPECT_DOUBLE_EQ(nm_layer->byte_ratio(), 16.0 / 13.0);
+  EXPECT_NE(nm_layer->kernel_name().find("nm6:8 bf16"), std::string::npos) << nm_layer->kernel_name();
+}
+
+TEST(Linear, TensorApplyAndErrors) {
+  if (!tier_available()) GTEST_SKIP() << "tier not supported here";
+  const Tensor w = pruned_weight(7, 36, {2, 4}, DType::BF16, 9);
+  auto layer = SparseLinear::dense(w.view());
+  ASSERT_TRUE(layer.ok());
+  const Tensor x = random_tensor(DType::BF16, {3, 36}, 10);
+  auto y = layer->apply(x.view());
+  ASSERT_TRUE(y.ok()) << y.error().message();
+  auto ref = ref_dense_matmul(w.view(), x.view());
+  ASSERT_TRUE(ref.ok());
+  const Tensor x32 = Tensor::from_f32(x.to_f32(), {3, 36});
+  check_layer(*layer, w, x32, ref->y, {}, "tensor apply seed=10");
+
+  const Tensor bad_x = random_tensor(DType::F32, {3, 35}, 11);
+  EXPECT_FALSE(layer->apply(bad_x.view()).ok());
+  const Tensor bad_bias = random_tensor(DType::F32, {6}, 12);
+  EXPECT_FALSE(layer->set_bias(bad_bias.view()).ok());
+  float out = 0;
+  EXPECT_FALSE(layer->apply(x32.as<float>(), -1, &out).ok());
+  const Tensor ints = Tensor::zeros(DType::I32, {2, 4});
+  EXPECT_FALSE(SparseLinear::dense(ints.view()).ok());
+  const Tensor wide = pruned_weight(2, 64, {4, 32}, DType::F32, 13);
+  auto wide_nm = compress_nm(wide.view(), {4, 32}, "w");
+  ASSERT_TRUE(wide_nm.ok());
+  EXPECT_FALSE(SparseLinear::nm(*wide_nm).ok());  // groups above 16 have no kernel
+}
+
+}  // namespace
+}  // namespace nmkit::test
