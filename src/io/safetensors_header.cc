@@ -6,6 +6,8 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
@@ -23,6 +25,7 @@ using json = nlohmann::json;
 struct DuplicateFinder {
   std::vector<std::unordered_set<std::string>> open_objects;
   std::string tensor;  // the last top-level key, for naming where a nested duplicate is
+  std::unordered_map<std::string, size_t> position;  // top-level key -> order in the header
   std::optional<std::string> message;
 
   bool on_event(int depth, json::parse_event_t event, json& parsed) {
@@ -35,7 +38,10 @@ struct DuplicateFinder {
         break;
       case json::parse_event_t::key: {
         const auto& key = parsed.get_ref<const std::string&>();
-        if (depth == 1) tensor = key;
+        if (depth == 1) {
+          tensor = key;
+          position.emplace(key, position.size());
+        }
         if (!open_objects.empty() && !open_objects.back().insert(key).second && !message) {
           if (depth == 1) {
             message = key == "__metadata__" ? std::string("duplicate \"__metadata__\"")
@@ -237,9 +243,20 @@ Result<ParsedHeader> parse_safetensors_header(std::string_view path, const std::
     if (!info.ok()) return info.error();
     parsed.tensors.push_back(std::move(info.value()));
   }
-  std::sort(parsed.tensors.begin(), parsed.tensors.end(), [](const TensorInfo& a, const TensorInfo& b) {
-    return std::tie(a.begin, a.end, a.name) < std::tie(b.begin, b.end, b.name);
+  // Ties (empty tensors at one offset) keep header order, so a file written in a given order
+  // reads back in that order.
+  std::vector<size_t> order(parsed.tensors.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  const auto& position = duplicates.position;
+  std::sort(order.begin(), order.end(), [&](size_t i, size_t j) {
+    const TensorInfo& a = parsed.tensors[i];
+    const TensorInfo& b = parsed.tensors[j];
+    return std::tuple(a.begin, a.end, position.at(a.name)) < std::tuple(b.begin, b.end, position.at(b.name));
   });
+  std::vector<TensorInfo> sorted;
+  sorted.reserve(order.size());
+  for (const size_t i : order) sorted.push_back(std::move(parsed.tensors[i]));
+  parsed.tensors = std::move(sorted);
   NMKIT_TRY(check_coverage(parsed.tensors, data_size, prefix));
   return parsed;
 }

@@ -16,7 +16,7 @@ namespace nmkit::io {
 inline constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
 struct ParsedHeader {
-  std::vector<TensorInfo> tensors;  // sorted by data offset (then end, then name)
+  std::vector<TensorInfo> tensors;  // sorted by data offset (then end, then header order)
   Metadata metadata;
   uint64_t data_start = 0;  // file offset of the data section: 8 + header length
 };
