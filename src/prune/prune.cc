@@ -76,91 +76,113 @@ struct Job {
 };
 
 // Per-chunk scratch, one allocation per worker and call.
+template <class E>
 struct Scratch {
   std::vector<float> wf, gf;
   std::vector<uint64_t> key64;
   std::vector<uint32_t> key32;
-  std::vector<uint8_t> kept;
-  std::vector<std::byte> raw, out;
-  explicit Scratch(int64_t block, size_t esize)
-      : wf(block), gf(block), key64(block), key32(block), kept(block), raw(block * esize),
-        out(block * esize) {}
+  std::vector<int32_t> kept;  // 0 or 1 per element
+  std::vector<E> raw, out;
+  explicit Scratch(int64_t block)
+      : wf(block), gf(block), key64(block), key32(block), kept(block), raw(block), out(block) {}
 };
 
-// First non-finite element of x[0, n), or -1.
-int64_t first_non_finite(const float* x, int64_t n) {
+// Whether x[0, n) holds a NaN or infinity (all exponent bits set); branch-free so it vectorizes.
+bool any_non_finite(const float* x, int64_t n) {
   uint32_t any = 0;
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t e = std::bit_cast<uint32_t>(x[i]) & 0x7F800000u;
     any |= static_cast<uint32_t>(e == 0x7F800000u);
   }
-  if (any == 0) return -1;
+  return any != 0;
+}
+
+// First non-finite element of x[0, n), or -1.
+int64_t first_non_finite(const float* x, int64_t n) {
+  if (!any_non_finite(x, n)) return -1;
   for (int64_t i = 0; i < n; ++i) {
     if (!is_finite_bits(x[i])) return i;
   }
   return -1;
 }
 
-// Keeps the raw element bits where kept[i], +0 (all bits clear in every dtype) elsewhere.
-template <class E>
-void mask_copy(const std::byte* raw, const uint8_t* kept, std::byte* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    E v;
-    std::memcpy(&v, raw + i * sizeof(E), sizeof(E));
-    v = kept[i] ? v : E{0};
-    std::memcpy(out + i * sizeof(E), &v, sizeof(E));
-  }
-}
-
-// Sums of one block: four interleaved float64 lanes per quantity break the add latency chain;
-// the lane order is fixed, so the result does not depend on the thread count.
+// Sums of one row: four interleaved float64 lanes per quantity break the add latency chains and
+// let the compiler use packed adds; the lane order is fixed, so the result does not depend on the
+// thread count. kept is 0 or 1, so d*kept and d - d*kept are exactly d or 0 (no branches).
 struct Lanes {
   double abs_kept[4] = {}, abs_pruned[4] = {}, sq_kept[4] = {}, sq_pruned[4] = {};
   int64_t kept = 0;
 
-  void add(const float* wf, const uint8_t* kept_flags, int64_t n) {
+  void add(const float* wf, const int32_t* kept_flags, int64_t n) {
     int64_t i = 0;
+    int32_t kept_sum = 0;
     for (; i + 4 <= n; i += 4) {
       for (int l = 0; l < 4; ++l) {
         const double d = std::fabs(static_cast<double>(wf[i + l]));
-        const double q = d * d;  // exact: a float's 24-bit significand squared fits in 53 bits
-        const bool k = kept_flags[i + l] != 0;
-        abs_kept[l] += k ? d : 0.0;
-        abs_pruned[l] += k ? 0.0 : d;
-        sq_kept[l] += k ? q : 0.0;
-        sq_pruned[l] += k ? 0.0 : q;
+        const double dk = d * static_cast<double>(kept_flags[i + l]);
+        const double dp = d - dk;
+        abs_kept[l] += dk;
+        abs_pruned[l] += dp;
+        sq_kept[l] += dk * dk;  // exact: a float's 24-bit significand squared fits in 53 bits
+        sq_pruned[l] += dp * dp;
+        kept_sum += kept_flags[i + l];
       }
     }
     for (; i < n; ++i) {
       const int l = static_cast<int>(i & 3);
       const double d = std::fabs(static_cast<double>(wf[i]));
-      const double q = d * d;
-      const bool k = kept_flags[i] != 0;
-      abs_kept[l] += k ? d : 0.0;
-      abs_pruned[l] += k ? 0.0 : d;
-      sq_kept[l] += k ? q : 0.0;
-      sq_pruned[l] += k ? 0.0 : q;
+      const double dk = d * static_cast<double>(kept_flags[i]);
+      const double dp = d - dk;
+      abs_kept[l] += dk;
+      abs_pruned[l] += dp;
+      sq_kept[l] += dk * dk;
+      sq_pruned[l] += dp * dp;
+      kept_sum += kept_flags[i];
     }
-    for (int64_t j = 0; j < n; ++j) kept += kept_flags[j];
+    kept += kept_sum;
   }
 
   static double total(const double* x) { return (x[0] + x[1]) + (x[2] + x[3]); }
 };
 
+// Selection over the whole groups of a block (a multiple of G elements), G known at compile time
+// so the rank comparisons unroll.
+template <int G, class Key>
+void select_fixed_groups(const Key* key, int64_t n, int keep, int32_t* kept) {
+  for (int64_t off = 0; off < n; off += G) {
+    const uint64_t mask = prune_detail::select_fixed<Key, G>(key + off, keep);
+    for (int j = 0; j < G; ++j) kept[off + j] = static_cast<int32_t>((mask >> j) & 1u);
+  }
+}
+
+// Selection over a block starting at column col0: whole groups, then the row's tail group if the
+// block ends the row with one.
 template <class Key>
-void select_block(const Key* key, int64_t n, int64_t col0, int64_t K, Pattern p, uint8_t* kept) {
-  for (int64_t off = 0; off < n; off += p.group) {
-    const int g = static_cast<int>(std::min<int64_t>(p.group, K - (col0 + off)));
-    const uint64_t mask = select_group(key + off, g, p.keep);
-    for (int j = 0; j < g; ++j) kept[off + j] = static_cast<uint8_t>((mask >> j) & 1u);
+void select_block(const Key* key, int64_t n, int64_t col0, int64_t K, Pattern p, int32_t* kept) {
+  const int64_t full = (col0 + n == K) ? n / p.group * p.group : n;
+  switch (p.group) {
+    case 4: select_fixed_groups<4>(key, full, p.keep, kept); break;
+    case 8: select_fixed_groups<8>(key, full, p.keep, kept); break;
+    case 16: select_fixed_groups<16>(key, full, p.keep, kept); break;
+    default:
+      for (int64_t off = 0; off < full; off += p.group) {
+        const uint64_t mask = select_group(key + off, p.group, p.keep);
+        for (int j = 0; j < p.group; ++j) kept[off + j] = static_cast<int32_t>((mask >> j) & 1u);
+      }
+      break;
+  }
+  if (full < n) {
+    const int t = static_cast<int>(n - full);
+    const uint64_t mask = select_group(key + full, t, p.keep);
+    for (int j = 0; j < t; ++j) kept[full + j] = static_cast<int32_t>((mask >> j) & 1u);
   }
 }
 
 template <class E>
 void prune_rows(Job& job, int64_t r0, int64_t r1) {
   const TensorView& w = *job.w;
-  const size_t esize = sizeof(E);
-  Scratch s(job.block, esize);
+  constexpr size_t esize = sizeof(E);
+  Scratch<E> s(job.block);
   const size_t g_esize = job.gradient ? dtype_size(job.gradient->dtype) : 0;
   for (int64_t r = r0; r < r1; ++r) {
     if (r >= job.stop_row.load(std::memory_order_relaxed)) return;
@@ -169,43 +191,56 @@ void prune_rows(Job& job, int64_t r0, int64_t r1) {
     Lanes lanes;
     for (int64_t c0 = 0; c0 < job.K; c0 += job.block) {
       const int64_t n = std::min(job.block, job.K - c0);
-      std::memcpy(s.raw.data(), wrow + c0 * esize, n * esize);
-      convert_to_f32(w.dtype, s.raw.data(), s.wf.data(), n);
-      const int64_t bad_w = first_non_finite(s.wf.data(), n);
-      int64_t bad_g = -1;
+      float* wf = s.wf.data();
+      E* raw = s.raw.data();
+      std::memcpy(raw, wrow + c0 * esize, n * esize);
+      if constexpr (sizeof(E) == 4) {
+        std::memcpy(wf, raw, n * esize);
+      } else {
+        convert_to_f32(w.dtype, raw, wf, n);
+      }
+      bool bad = any_non_finite(wf, n);
       if (job.gradient) {
         const std::byte* grow = job.gradient->data + static_cast<size_t>(r * job.K + c0) * g_esize;
         convert_to_f32(job.gradient->dtype, grow, s.gf.data(), n);
-        bad_g = first_non_finite(s.gf.data(), n);
+        bad = bad || any_non_finite(s.gf.data(), n);
       }
-      if (bad_w >= 0 || bad_g >= 0) {
+      if (bad) {
+        const int64_t bad_w = first_non_finite(wf, n);
+        const int64_t bad_g = job.gradient ? first_non_finite(s.gf.data(), n) : -1;
         const bool weight_first = bad_w >= 0 && (bad_g < 0 || bad_w <= bad_g);
         const int64_t i = weight_first ? bad_w : bad_g;
-        job.report(BadValue{r, c0 + i, weight_first ? 0 : 1, weight_first ? s.wf[i] : s.gf[i]});
+        job.report(BadValue{r, c0 + i, weight_first ? 0 : 1, weight_first ? wf[i] : s.gf[i]});
         return;
       }
-      const float* wf = s.wf.data();
+      int32_t* kept = s.kept.data();
       switch (job.method) {
-        case PruneMethod::Magnitude:
-          for (int64_t i = 0; i < n; ++i) s.key32[i] = abs_bits(wf[i]);
-          select_block(s.key32.data(), n, c0, job.K, job.pattern, s.kept.data());
+        case PruneMethod::Magnitude: {
+          uint32_t* key = s.key32.data();
+          for (int64_t i = 0; i < n; ++i) key[i] = abs_bits(wf[i]);
+          select_block(key, n, c0, job.K, job.pattern, kept);
           break;
+        }
         case PruneMethod::Gradient: {
           const float* gf = s.gf.data();
-          for (int64_t i = 0; i < n; ++i) s.key64[i] = pair_key(std::fabs(wf[i] * gf[i]), wf[i]);
-          select_block(s.key64.data(), n, c0, job.K, job.pattern, s.kept.data());
+          uint64_t* key = s.key64.data();
+          for (int64_t i = 0; i < n; ++i) key[i] = pair_key(std::fabs(wf[i] * gf[i]), wf[i]);
+          select_block(key, n, c0, job.K, job.pattern, kept);
           break;
         }
         case PruneMethod::Wanda: {
           const float* a = job.norms + c0;
-          for (int64_t i = 0; i < n; ++i) s.key64[i] = pair_key(std::fabs(wf[i]) * a[i], wf[i]);
-          select_block(s.key64.data(), n, c0, job.K, job.pattern, s.kept.data());
+          uint64_t* key = s.key64.data();
+          for (int64_t i = 0; i < n; ++i) key[i] = pair_key(std::fabs(wf[i]) * a[i], wf[i]);
+          select_block(key, n, c0, job.K, job.pattern, kept);
           break;
         }
       }
-      lanes.add(wf, s.kept.data(), n);
-      mask_copy<E>(s.raw.data(), s.kept.data(), s.out.data(), n);
-      std::memcpy(drow + c0 * esize, s.out.data(), n * esize);
+      lanes.add(wf, kept, n);
+      // Kept elements keep their raw bits; pruned ones become all-zero bits, +0 in every dtype.
+      E* out = s.out.data();
+      for (int64_t i = 0; i < n; ++i) out[i] = raw[i] & static_cast<E>(-kept[i]);
+      std::memcpy(drow + c0 * esize, out, n * esize);
     }
     PruneSums& rs = (*job.row_sums)[r];
     rs.total_count = job.K;
