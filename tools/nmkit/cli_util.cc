@@ -1,0 +1,189 @@
+#include "nmkit/cli_util.h"  // tools/nmkit/cli_util.h
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fmt/core.h>
+
+namespace nmkit::cli {
+
+int report_error(std::string_view message) {
+  std::string line;
+  line.reserve(message.size());
+  for (size_t i = 0; i < message.size(); ++i) {
+    const char c = message[i];
+    if (c == '\n' || c == '\r') {
+      if (i + 1 < message.size()) line += "; ";
+    } else {
+      line += c;
+    }
+  }
+  std::fflush(stdout);
+  fmt::print(stderr, "nmkit: {}\n", line);
+  std::fflush(stderr);
+  return 1;
+}
+
+int report_error(const Error& error) { return report_error(error.message()); }
+
+Progress::Progress(std::string label) : label_(std::move(label)), enabled_(isatty(STDERR_FILENO) != 0) {}
+
+Progress::~Progress() { clear(); }
+
+void Progress::update(size_t i, size_t n, std::string_view name) {
+  if (!enabled_) return;
+  // Truncated so the line never wraps on an 80-column terminal (a wrapped line cannot be erased by \r).
+  std::string text = fmt::format("[{}/{}] {} {}", i + 1, n, label_, name);
+  if (text.size() > 79) text.resize(79);
+  fmt::print(stderr, "\r{:<79}", text);
+  std::fflush(stderr);
+  shown_ = true;
+}
+
+void Progress::clear() {
+  if (!enabled_ || !shown_) return;
+  fmt::print(stderr, "\r{:79}\r", "");
+  std::fflush(stderr);
+  shown_ = false;
+}
+
+Result<NameFilter> NameFilter::make(const std::string& include, const std::string& exclude) {
+  NameFilter filter;
+  // std::regex reports a bad expression only by throwing; keep that inside the CLI boundary.
+  const auto compile = [](const std::string& text, const char* option, std::regex& out) -> Status {
+    try {
+      out = std::regex(text, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      return Error(fmt::format("{} '{}': not a valid regular expression ({})", option, text, e.what()));
+    }
+    return ok_status();
+  };
+  if (!include.empty()) {
+    NMKIT_TRY(compile(include, "--include", filter.include_));
+    filter.has_include_ = true;
+  }
+  if (!exclude.empty()) {
+    NMKIT_TRY(compile(exclude, "--exclude", filter.exclude_));
+    filter.has_exclude_ = true;
+  }
+  return filter;
+}
+
+bool NameFilter::selected(const std::string& name) const {
+  if (has_include_ && !std::regex_search(name, include_)) return false;
+  if (has_exclude_ && std::regex_search(name, exclude_)) return false;
+  return true;
+}
+
+void Table::add_row(std::vector<std::string> cells) {
+  cells.resize(header_.size());
+  rows_.push_back(std::move(cells));
+}
+
+void Table::add_rule() { rows_.emplace_back(); }
+
+std::string Table::render() const {
+  std::vector<size_t> width(header_.size());
+  for (size_t c = 0; c < header_.size(); ++c) width[c] = header_[c].size();
+  for (const auto& row : rows_)
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  size_t total = 0;
+  for (size_t w : width) total += w + 2;
+  total = total >= 2 ? total - 2 : 0;
+
+  std::string out;
+  const auto line = [&](const std::vector<std::string>& cells) {
+    std::string text;
+    for (size_t c = 0; c < cells.size(); ++c) {
+      if (c > 0) text += "  ";
+      text += c == 0 ? fmt::format("{:<{}}", cells[c], width[c]) : fmt::format("{:>{}}", cells[c], width[c]);
+    }
+    while (!text.empty() && text.back() == ' ') text.pop_back();
+    out += text;
+    out += '\n';
+  };
+  line(header_);
+  out += std::string(total, '-') + '\n';
+  for (const auto& row : rows_) {
+    if (row.empty()) {
+      out += std::string(total, '-') + '\n';
+    } else {
+      line(row);
+    }
+  }
+  return out;
+}
+
+Result<AtomicTextFile> AtomicTextFile::create(const std::string& path) {
+  std::string temp = path + ".tmp.XXXXXX";
+  const int fd = mkstemp(temp.data());
+  if (fd < 0) {
+    return Error(fmt::format("{}: cannot create a temporary file next to it: {}", path, std::strerror(errno)));
+  }
+  return AtomicTextFile(path, temp, fd);
+}
+
+AtomicTextFile::AtomicTextFile(AtomicTextFile&& other) noexcept
+    : path_(std::move(other.path_)), temp_path_(std::move(other.temp_path_)), fd_(other.fd_) {
+  other.fd_ = -1;
+  other.temp_path_.clear();
+}
+
+AtomicTextFile::~AtomicTextFile() {
+  if (fd_ >= 0) close(fd_);
+  if (!temp_path_.empty()) unlink(temp_path_.c_str());
+}
+
+Status AtomicTextFile::commit(std::string_view content) {
+  NMKIT_ASSERT(fd_ >= 0);
+  size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t n = write(fd_, content.data() + done, content.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Error(fmt::format("{}: write failed: {}", path_, std::strerror(errno)));
+    }
+    done += static_cast<size_t>(n);
+  }
+  // mkstemp creates 0600; a report is an ordinary file, so give it the usual umask-governed mode.
+  const mode_t mask = umask(0);
+  umask(mask);
+  fchmod(fd_, 0666 & ~mask);
+  const int rc = close(fd_);
+  fd_ = -1;
+  if (rc != 0) return Error(fmt::format("{}: write failed: {}", path_, std::strerror(errno)));
+  if (std::rename(temp_path_.c_str(), path_.c_str()) != 0) {
+    return Error(fmt::format("{}: cannot rename the temporary file into place: {}", path_, std::strerror(errno)));
+  }
+  temp_path_.clear();
+  return ok_status();
+}
+
+std::string human_bytes(double bytes) {
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  while (std::fabs(bytes) >= 1024.0 && unit < 4) {
+    bytes /= 1024.0;
+    ++unit;
+  }
+  if (unit == 0) return fmt::format("{:.0f} B", bytes);
+  return fmt::format("{:.2f} {}", bytes, kUnits[unit]);
+}
+
+std::string human_count(double count) {
+  if (std::fabs(count) >= 1e9) return fmt::format("{:.2f}G", count / 1e9);
+  if (std::fabs(count) >= 1e6) return fmt::format("{:.2f}M", count / 1e6);
+  if (std::fabs(count) >= 1e4) return fmt::format("{:.1f}k", count / 1e3);
+  return fmt::format("{:.0f}", count);
+}
+
+std::string short_float(double value) { return fmt::format("{:.4g}", value); }
+
+}  // namespace nmkit::cli

@@ -1,0 +1,95 @@
+// Shared pieces of the nmkit subcommands: one-line errors, a progress line that only a terminal sees,
+// name selection by regex, plain-text tables, and atomically written text files.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <regex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nmkit/status.h"
+
+namespace nmkit::cli {
+
+// Prints "nmkit: MESSAGE" as exactly one line on stderr (embedded newlines become "; ") and returns
+// the exit code for bad input, 1. Library messages already name the file, tensor and value.
+int report_error(const Error& error);
+int report_error(std::string_view message);
+
+// "\r[i/n] label name" on stderr while a long job runs. Only when stderr is a terminal: piped or
+// redirected stderr (CI logs, tests) stays quiet, so an error is the only thing a script sees there.
+class Progress {
+ public:
+  explicit Progress(std::string label);
+  ~Progress();
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+
+  void update(size_t i, size_t n, std::string_view name);
+  void clear();  // erases the line (also done by the destructor)
+  bool enabled() const { return enabled_; }
+
+ private:
+  std::string label_;
+  bool enabled_ = false;
+  bool shown_ = false;
+};
+
+// Tensor selection: a name is selected when std::regex_search finds `include` in it (an empty include
+// selects everything) and does not find `exclude` (an empty exclude excludes nothing).
+class NameFilter {
+ public:
+  static Result<NameFilter> make(const std::string& include, const std::string& exclude);
+  bool selected(const std::string& name) const;
+
+ private:
+  NameFilter() = default;
+  std::regex include_;
+  std::regex exclude_;
+  bool has_include_ = false;
+  bool has_exclude_ = false;
+};
+
+// A plain-text table; columns after the first are right-aligned (numbers).
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header) : header_(std::move(header)) {}
+  void add_row(std::vector<std::string> cells);
+  void add_rule();  // a dashed line before a total row
+  std::string render() const;
+
+ private:
+  std::vector<std::string> header_;
+  std::vector<std::vector<std::string>> rows_;  // an empty row is a rule
+};
+
+// A text file that appears under its final name only on commit(): create() makes "PATH.tmp.XXXXXX"
+// in the same folder right away (so an unwritable destination fails before any long work), and the
+// destructor removes the temporary when commit() was never reached.
+class AtomicTextFile {
+ public:
+  static Result<AtomicTextFile> create(const std::string& path);
+  AtomicTextFile(AtomicTextFile&& other) noexcept;
+  AtomicTextFile& operator=(AtomicTextFile&&) = delete;
+  ~AtomicTextFile();
+
+  Status commit(std::string_view content);
+
+ private:
+  AtomicTextFile(std::string path, std::string temp_path, int fd)
+      : path_(std::move(path)), temp_path_(std::move(temp_path)), fd_(fd) {}
+  std::string path_;
+  std::string temp_path_;
+  int fd_ = -1;
+};
+
+// "1.50 MiB", "384 B".
+std::string human_bytes(double bytes);
+// "22.7M", "1.2k", "512".
+std::string human_count(double count);
+// Shortest round-trip-ish rendering for tables: 4 significant digits.
+std::string short_float(double value);
+
+}  // namespace nmkit::cli

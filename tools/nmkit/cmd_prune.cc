@@ -1,0 +1,119 @@
+// nmkit prune IN -o OUT --pattern 6:8 [--method ...] [--format ...] [--report R.json]: prunes every
+// selected 2-D float tensor of a checkpoint, copies the rest, prints what the pruning cost.
+#include <memory>
+#include <optional>
+#include <string>
+#include <fmt/core.h>
+
+#include "nmkit/cli_util.h"
+#include "nmkit/command.h"
+#include "nmkit/prune_job.h"
+
+namespace nmkit::cli {
+namespace {
+
+struct PruneArgs {
+  std::string input;
+  std::string output;
+  std::string pattern;
+  std::string method = "magnitude";
+  std::string format = "dense";
+  std::string grad;
+  std::string act_norms;
+  std::string include;
+  std::string exclude = kDefaultExclude;
+  std::string report;
+};
+
+// Parses the option strings; the message quotes the option and the bad value.
+Result<PruneJob> make_job(const PruneArgs& args) {
+  PruneJob job;
+  job.input = args.input;
+  job.output = args.output;
+  job.grad_path = args.grad;
+  job.act_norms_path = args.act_norms;
+  job.include = args.include;
+  job.exclude = args.exclude;
+  auto pattern = Pattern::parse(args.pattern);
+  if (!pattern.ok()) return pattern.error().with_context("--pattern: ");
+  job.pattern = *pattern;
+  auto method = parse_prune_method(args.method);
+  if (!method.ok()) return method.error().with_context("--method: ");
+  job.method = *method;
+  auto format = parse_weight_format(args.format);
+  if (!format.ok()) return format.error().with_context("--format: ");
+  job.format = *format;
+  return job;
+}
+
+int run(const PruneArgs& args) {
+  auto job = make_job(args);
+  if (!job.ok()) return report_error(job.error());
+  if (job->output == job->input) return report_error(fmt::format("-o '{}': same file as the input", job->output));
+
+  // The report's temporary is created before the long work, so an unwritable report path fails
+  // fast, and it is renamed into place only after the checkpoint itself was written.
+  std::optional<AtomicTextFile> report;
+  if (!args.report.empty()) {
+    auto file = AtomicTextFile::create(args.report);
+    if (!file.ok()) return report_error(file.error());
+    report.emplace(std::move(*file));
+  }
+
+  Progress progress("pruning");
+  if (progress.enabled()) {
+    job->on_tensor = [&progress](size_t i, size_t n, const std::string& name) { progress.update(i, n, name); };
+  }
+  auto outcome = run_prune_job(*job);
+  progress.clear();
+  if (!outcome.ok()) return report_error(outcome.error());
+
+  fmt::print("{}", prune_table(*outcome));
+  const double gb = static_cast<double>(outcome->input_bytes) / 1e9;
+  fmt::print("pruned {} tensors to {} ({}, format {}), copied {} unchanged; wrote {} in {:.3f} s ({:.2f} GB/s of "
+             "input)\n",
+             outcome->tensors.size(), job->pattern.str(), prune_method_name(job->method),
+             weight_format_name(job->format), outcome->copied_tensors, job->output, outcome->seconds,
+             outcome->seconds > 0 ? gb / outcome->seconds : 0.0);
+  if (outcome->tensors.empty()) {
+    fmt::print("note: no tensor was selected (2-D F32/F16/BF16, --include '{}', --exclude '{}')\n", job->include,
+               job->exclude);
+  }
+  if (report) {
+    auto status = report->commit(prune_report(*job, *outcome).dump(2) + "\n");
+    if (!status.ok()) return report_error(status.error());
+    fmt::print("report: {}\n", args.report);
+  }
+  return 0;
+}
+
+const bool registered = register_command(CommandSpec{
+    "prune",
+    "Prune the 2-D float tensors of a safetensors checkpoint to an N:M pattern",
+    10,
+    [](CLI::App& app) -> std::function<int()> {
+      auto args = std::make_shared<PruneArgs>();
+      app.add_option("input", args->input, "Input checkpoint (.safetensors)")->required();
+      app.add_option("-o,--output", args->output, "Output checkpoint (written atomically)")->required();
+      app.add_option("--pattern", args->pattern, "N:M pattern keep:group, e.g. 2:4, 6:8 (1 <= keep < group <= 64)")
+          ->required();
+      app.add_option("--method", args->method, "magnitude | gradient (|w*g|, needs --grad) | wanda (|w|*a[k], "
+                                               "needs --act-norms)")
+          ->capture_default_str();
+      app.add_option("--grad", args->grad, "Gradients: one tensor per pruned weight, same name and shape");
+      app.add_option("--act-norms", args->act_norms,
+                     "Input-feature L2 norms: one 1-D [K] tensor per pruned weight, same name");
+      app.add_option("--include", args->include, "Prune only names where this regex is found (default: all)");
+      app.add_option("--exclude", args->exclude, "Never prune names where this regex is found")
+          ->capture_default_str();
+      app.add_option("--format", args->format,
+                     "dense (masked, original layout) | sparse24 (NAME.values + NAME.meta, 2:4/1:4 only) | "
+                     "nm (NAME.values + NAME.mask)")
+          ->capture_default_str();
+      app.add_option("--report", args->report, "Write the metrics as JSON");
+      return [args] { return run(*args); };
+    },
+});
+
+}  // namespace
+}  // namespace nmkit::cli
