@@ -1,0 +1,216 @@
+// Per-token quantization, plain and fused with lifting, with AVX-512 (F/BW/VL/VBMI). The float32
+// operations are those of the scalar rules (quant_kernels.h): absmax as the maximum of |x| bits, one
+// multiply by inv, round half to even, so the codes are identical to the scalar tier's.
+// Lifting: the row is quantized into scratch (L1/L2 resident: at most K bytes), then each 64 output
+// codes are one vpermb of one 64-byte load (LiftPhases), so X is read once from memory and X' written
+// once.
+// GCC 12's AVX-512 headers fill the unused pass-through operand of unmasked intrinsics with
+// _mm512_undefined_epi32() (a self-initialised variable), which -Wuninitialized reports once inlined.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "cpu/quant_kernels.h"
+
+namespace nmkit::cpu::avx512 {
+namespace {
+
+// Horizontal maximum of 16 unsigned lanes (GCC 12's _mm512_reduce_max_epu32 trips
+// -Wmaybe-uninitialized inside its own header).
+uint32_t reduce_max_epu32(__m512i v) {
+  __m256i m = _mm256_max_epu32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+  __m128i h = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+  h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0x4E));
+  h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0xB1));
+  return static_cast<uint32_t>(_mm_cvtsi128_si32(h));
+}
+
+constexpr int kRne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+
+uint32_t abs_bits_max_f32(const std::byte* row, int64_t K) {
+  const __m512i mask = _mm512_set1_epi32(0x7FFFFFFF);
+  __m512i m0 = _mm512_setzero_si512(), m1 = m0, m2 = m0, m3 = m0;
+  const auto* p = reinterpret_cast<const float*>(row);
+  int64_t k = 0;
+  for (; k + 64 <= K; k += 64) {
+    m0 = _mm512_max_epu32(m0, _mm512_and_si512(_mm512_loadu_si512(p + k), mask));
+    m1 = _mm512_max_epu32(m1, _mm512_and_si512(_mm512_loadu_si512(p + k + 16), mask));
+    m2 = _mm512_max_epu32(m2, _mm512_and_si512(_mm512_loadu_si512(p + k + 32), mask));
+    m3 = _mm512_max_epu32(m3, _mm512_and_si512(_mm512_loadu_si512(p + k + 48), mask));
+  }
+  for (; k + 16 <= K; k += 16) {
+    m0 = _mm512_max_epu32(m0, _mm512_and_si512(_mm512_loadu_si512(p + k), mask));
+  }
+  if (k < K) {
+    const auto tail = static_cast<__mmask16>((1u << (K - k)) - 1);
+    m1 = _mm512_max_epu32(m1, _mm512_and_si512(_mm512_maskz_loadu_epi32(tail, p + k), mask));
+  }
+  const __m512i m = _mm512_max_epu32(_mm512_max_epu32(m0, m1), _mm512_max_epu32(m2, m3));
+  return reduce_max_epu32(m);
+}
+
+// bf16 and f16 alike: the magnitude order of both is the unsigned order of their low 15 bits.
+uint32_t abs_bits_max_16(const std::byte* row, int64_t K) {
+  const __m512i mask = _mm512_set1_epi16(0x7FFF);
+  __m512i m0 = _mm512_setzero_si512(), m1 = m0, m2 = m0, m3 = m0;
+  const auto* p = reinterpret_cast<const uint16_t*>(row);
+  int64_t k = 0;
+  for (; k + 128 <= K; k += 128) {
+    m0 = _mm512_max_epu16(m0, _mm512_and_si512(_mm512_loadu_si512(p + k), mask));
+    m1 = _mm512_max_epu16(m1, _mm512_and_si512(_mm512_loadu_si512(p + k + 32), mask));
+    m2 = _mm512_max_epu16(m2, _mm512_and_si512(_mm512_loadu_si512(p + k + 64), mask));
+    m3 = _mm512_max_epu16(m3, _mm512_and_si512(_mm512_loadu_si512(p + k + 96), mask));
+  }
+  for (; k + 32 <= K; k += 32) {
+    m0 = _mm512_max_epu16(m0, _mm512_and_si512(_mm512_loadu_si512(p + k), mask));
+  }
+  if (k < K) {
+    const auto tail = static_cast<__mmask32>((1ull << (K - k)) - 1);
+    m1 = _mm512_max_epu16(m1, _mm512_and_si512(_mm512_maskz_loadu_epi16(tail, p + k), mask));
+  }
+  const __m512i m = _mm512_max_epu16(_mm512_max_epu16(m0, m1), _mm512_max_epu16(m2, m3));
+  const __m512i wide = _mm512_max_epu32(_mm512_and_si512(m, _mm512_set1_epi32(0xFFFF)),
+                                        _mm512_srli_epi32(m, 16));
+  return reduce_max_epu32(wide);
+}
+
+// 16 values from element k on (the first `mask` lanes when Masked).
+template <DType D, bool Masked>
+__m512 load16(const std::byte* row, int64_t k, __mmask16 mask) {
+  if constexpr (D == DType::F32) {
+    const auto* p = reinterpret_cast<const float*>(row) + k;
+    return Masked ? _mm512_maskz_loadu_ps(mask, p) : _mm512_loadu_ps(p);
+  } else {
+    const auto* p = reinterpret_cast<const uint16_t*>(row) + k;
+    const __m256i h = Masked ? _mm256_maskz_loadu_epi16(mask, p)
+                             : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    if constexpr (D == DType::BF16) {
+      return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    } else {
+      return _mm512_cvtph_ps(h);
+    }
+  }
+}
+
+// 16 products to 16 codes (quant_kernels.h rules; products are finite here).
+template <QuantType T>
+__m128i encode16(__m512 v) {
+  if constexpr (T == QuantType::Int8) {
+    v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(-127.0f)), _mm512_set1_ps(127.0f));
+    return _mm512_cvtepi32_epi8(_mm512_cvt_roundps_epi32(v, kRne));
+  } else {
+    const __m512i bits = _mm512_castps_si512(v);
+    const __m512i mag = _mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFFFF));
+    const __m512i sign = _mm512_and_si512(_mm512_srli_epi32(bits, 24), _mm512_set1_epi32(0x80));
+    // Normal: round the mantissa to 3 bits (ties to even), rebias 127 -> 7, saturate at 0x7E.
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(mag, 20), _mm512_set1_epi32(1));
+    const __m512i rounded = _mm512_add_epi32(mag, _mm512_add_epi32(_mm512_set1_epi32(0x7FFFF), lsb));
+    __m512i normal = _mm512_sub_epi32(_mm512_srli_epi32(rounded, 20), _mm512_set1_epi32(120 << 3));
+    normal = _mm512_min_epi32(normal, _mm512_set1_epi32(0x7E));
+    // Below 2^-6: multiples of 2^-9, i.e. round(|v| * 512) (exact product).
+    const __m512 scaled = _mm512_mul_ps(_mm512_castsi512_ps(mag), _mm512_set1_ps(512.0f));
+    const __m512i sub = _mm512_cvt_roundps_epi32(scaled, kRne);
+    const __mmask16 small = _mm512_cmplt_epu32_mask(mag, _mm512_set1_epi32(0x3C800000));
+    return _mm512_cvtepi32_epi8(_mm512_or_si512(_mm512_mask_blend_epi32(small, normal, sub), sign));
+  }
+}
+
+template <DType D, QuantType T>
+void quantize_row(const std::byte* src, int64_t K, float inv, uint8_t* dst) {
+  const __m512 vinv = _mm512_set1_ps(inv);
+  int64_t k = 0;
+  for (; k + 64 <= K; k += 64) {
+    const __m128i c0 = encode16<T>(_mm512_mul_ps(load16<D, false>(src, k, 0), vinv));
+    const __m128i c1 = encode16<T>(_mm512_mul_ps(load16<D, false>(src, k + 16, 0), vinv));
+    const __m128i c2 = encode16<T>(_mm512_mul_ps(load16<D, false>(src, k + 32, 0), vinv));
+    const __m128i c3 = encode16<T>(_mm512_mul_ps(load16<D, false>(src, k + 48, 0), vinv));
+    __m512i out = _mm512_castsi128_si512(c0);
+    out = _mm512_inserti32x4(out, c1, 1);
+    out = _mm512_inserti32x4(out, c2, 2);
+    out = _mm512_inserti32x4(out, c3, 3);
+    _mm512_storeu_si512(dst + k, out);
+  }
+  for (; k + 16 <= K; k += 16) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k),
+                     encode16<T>(_mm512_mul_ps(load16<D, false>(src, k, 0), vinv)));
+  }
+  if (k < K) {
+    const auto tail = static_cast<__mmask16>((1u << (K - k)) - 1);
+    _mm_mask_storeu_epi8(dst + k, tail, encode16<T>(_mm512_mul_ps(load16<D, true>(src, k, tail), vinv)));
+  }
+}
+
+void gather_row(const LiftPhases& phases, const uint8_t* codes, uint8_t* dst, int64_t cols) {
+  const uint8_t* cycle = codes;
+  int v = 0;
+  int64_t j = 0;
+  for (; j + 64 <= cols; j += 64) {
+    const __m512i index = _mm512_loadu_si512(phases.index + v * 64);
+    const __m512i src = _mm512_loadu_si512(cycle + phases.base[v]);
+    _mm512_storeu_si512(dst + j, _mm512_permutexvar_epi8(index, src));
+    if (++v == phases.count) {
+      v = 0;
+      cycle += phases.in_advance;
+    }
+  }
+  if (j < cols) {
+    const __mmask64 tail = (1ull << (cols - j)) - 1;
+    const __m512i index = _mm512_loadu_si512(phases.index + v * 64);
+    const __m512i src = _mm512_loadu_si512(cycle + phases.base[v]);
+    _mm512_mask_storeu_epi8(dst + j, tail, _mm512_permutexvar_epi8(index, src));
+  }
+}
+
+template <DType D, QuantType T>
+int64_t rows_impl(const QuantRowsArgs& args, int64_t begin, int64_t end, std::byte* scratch) {
+  constexpr float qmax = T == QuantType::Int8 ? 127.0f : 448.0f;
+  const uint32_t nonfinite = D == DType::F32 ? 0x7F800000u : (D == DType::BF16 ? 0x7F80u : 0x7C00u);
+  const bool gather = args.lift != nullptr && args.lift->N > 2;
+  auto* codes = reinterpret_cast<uint8_t*>(scratch);
+  const int64_t scratch_bytes = quant_scratch_bytes(args.lift, args.K, args.cols);
+  if (gather) std::memset(codes + args.K, 0, static_cast<size_t>(scratch_bytes - args.K));
+  for (int64_t m = begin; m < end; ++m) {
+    const std::byte* src = args.src + m * args.src_stride;
+    auto* dst = reinterpret_cast<uint8_t*>(args.dst + m * args.dst_stride);
+    const uint32_t bits = D == DType::F32 ? abs_bits_max_f32(src, args.K) : abs_bits_max_16(src, args.K);
+    if (bits >= nonfinite) return m;
+    if (bits == 0) {
+      std::memset(dst, 0, static_cast<size_t>(args.cols));
+      args.scales[m] = 1.0f;
+      continue;
+    }
+    const float absmax = abs_bits_to_f32(D, bits);
+    const float inv = qmax / absmax;
+    args.scales[m] = absmax / qmax;
+    uint8_t* target = gather ? codes : dst;
+    if (__builtin_isfinite(inv)) {
+      quantize_row<D, T>(src, args.K, inv, target);
+    } else {
+      quantize_row_values(args, src, inv, target);
+    }
+    if (gather) {
+      gather_row(args.lift->v64, codes, dst, args.cols);
+    } else if (args.cols > args.K) {  // 2:4 lifting: identity plus zero padding
+      std::memset(dst + args.K, 0, static_cast<size_t>(args.cols - args.K));
+    }
+  }
+  return -1;
+}
+
+template <DType D>
+QuantRowsFn pick(QuantType type) {
+  return type == QuantType::Int8 ? rows_impl<D, QuantType::Int8> : rows_impl<D, QuantType::E4M3>;
+}
+
+}  // namespace
+
+int64_t quantize_rows(const QuantRowsArgs& args, int64_t begin, int64_t end, std::byte* scratch) {
+  QuantRowsFn fn = args.src_dtype == DType::F32    ? pick<DType::F32>(args.type)
+                   : args.src_dtype == DType::BF16 ? pick<DType::BF16>(args.type)
+                                                   : pick<DType::F16>(args.type);
+  return fn(args, begin, end, scratch);
+}
+
+}  // namespace nmkit::cpu::avx512

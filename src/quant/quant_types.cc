@@ -1,0 +1,22 @@
+// Names and constants of the quantization types.
+#include "nmkit/quant.h"
+
+namespace nmkit {
+
+std::string_view quant_type_name(QuantType type) {
+  return type == QuantType::Int8 ? "int8" : "e4m3";
+}
+
+std::optional<QuantType> quant_type_from_name(std::string_view name) {
+  if (name == "int8") return QuantType::Int8;
+  if (name == "e4m3" || name == "fp8") return QuantType::E4M3;
+  return std::nullopt;
+}
+
+DType quant_code_dtype(QuantType type) {
+  return type == QuantType::Int8 ? DType::I8 : DType::F8_E4M3;
+}
+
+float quant_max(QuantType type) { return type == QuantType::Int8 ? 127.0f : 448.0f; }
+
+}  // namespace nmkit

@@ -1,0 +1,163 @@
+// Public quantization calls: validate once, allocate, split rows over the thread pool and run the
+// active tier's kernel (src/cpu/*/quant_rows.cc).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cpu/kernel_table.h"
+#include "nmkit/threads.h"
+#include "quant/quantize_with.h"
+
+namespace nmkit {
+namespace {
+
+std::string label(std::string_view name, std::string_view fallback) {
+  std::string text;
+  if (name.empty()) return std::string(fallback);
+  text.push_back('\'');
+  text.append(name);
+  text.push_back('\'');
+  return text;
+}
+
+std::string value_text(float value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%g", static_cast<double>(value));
+  return buffer;
+}
+
+// The Error for a row the kernel reported as holding a NaN or infinity: finds its first column.
+Error nonfinite_error(const TensorView& x, int64_t row, std::string_view name) {
+  const size_t size = dtype_size(x.dtype);
+  const std::byte* src = x.data + static_cast<size_t>(row * x.cols()) * size;
+  for (int64_t k = 0; k < x.cols(); ++k) {
+    float value;
+    convert_to_f32(x.dtype, src + static_cast<size_t>(k) * size, &value, 1);
+    if (!std::isfinite(value)) {
+      return Error(label(name, "tensor") + ": row " + std::to_string(row) + ", column " +
+                   std::to_string(k) + ": value " + value_text(value) +
+                   " is not finite; cannot quantize");
+    }
+  }
+  NMKIT_ASSERT(false);  // the kernel reported a row without a non-finite value
+  return Error("");
+}
+
+Status check_input(const TensorView& x, std::string_view name) {
+  if (x.shape.size() != 2) {
+    return Error(label(name, "tensor") + ": quantization needs a 2-D tensor, got shape " +
+                 shape_str(x.shape));
+  }
+  if (x.dtype != DType::F32 && x.dtype != DType::F16 && x.dtype != DType::BF16) {
+    return Error(label(name, "tensor") + ": quantization needs F32, F16 or BF16 values, got " +
+                 std::string(dtype_name(x.dtype)));
+  }
+  if (x.cols() < 1) return Error(label(name, "tensor") + ": K = 0, nothing to quantize");
+  return ok_status();
+}
+
+Result<Quantized> quantize_alloc(const cpu::QuantKernels& kernels, const TensorView& x,
+                                 QuantType type, const SlideGeometry* lift, std::string_view name) {
+  NMKIT_TRY(check_input(x, name));
+  const int64_t cols = lift != nullptr ? lift->K_prime : x.cols();
+  Quantized q;
+  q.type = type;
+  q.codes = Tensor::empty(quant_code_dtype(type), {x.rows(), cols});
+  q.scales = Tensor::empty(DType::F32, {x.rows()});
+  NMKIT_TRY(quantize_rows_with(kernels, x, type, lift, q.codes.data(), cols, q.scales.as<float>(), name));
+  return q;
+}
+
+}  // namespace
+
+Status quantize_rows_with(const cpu::QuantKernels& kernels, const TensorView& x, QuantType type,
+                          const SlideGeometry* lift, std::byte* codes, int64_t codes_stride,
+                          float* scales, std::string_view name) {
+  NMKIT_TRY(check_input(x, name));
+  const int64_t K = x.cols();
+  const cpu::LiftTable* table = nullptr;
+  if (lift != nullptr) {
+    if (lift->K != K) {
+      return Error(label(name, "tensor") + ": K = " + std::to_string(K) +
+                   " but the slide geometry has K = " + std::to_string(lift->K));
+    }
+    if (lift->N < 2 || lift->N > Pattern::kMaxGroup / 2 || lift->K_prime < lift->K_prime_raw ||
+        lift->K_prime_raw != (K + 2 * lift->N - 1) / (2 * lift->N) * 4 * (lift->N - 1)) {
+      return Error(label(name, "tensor") + ": inconsistent slide geometry (use SlideGeometry::make)");
+    }
+    table = &cpu::lift_table(lift->N);
+  }
+  const int64_t cols = lift != nullptr ? lift->K_prime : K;
+  if (codes_stride < cols) {
+    return Error(label(name, "tensor") + ": codes row stride " + std::to_string(codes_stride) +
+                 " is below the " + std::to_string(cols) + " codes of a row");
+  }
+  cpu::QuantRowsArgs args;
+  args.src_dtype = x.dtype;
+  args.src = x.data;
+  args.src_stride = K * static_cast<int64_t>(dtype_size(x.dtype));
+  args.K = K;
+  args.type = type;
+  args.lift = table;
+  args.cols = cols;
+  args.dst = codes;
+  args.dst_stride = codes_stride;
+  args.scales = scales;
+
+  const auto scratch_bytes = static_cast<size_t>(cpu::quant_scratch_bytes(table, K, cols));
+  // About 16 KiB of input per grain: enough work to pay for waking a worker.
+  const int64_t grain = std::max<int64_t>(1, 16384 / (K * static_cast<int64_t>(dtype_size(x.dtype))));
+  std::mutex mutex;
+  int64_t bad_row = -1;
+  parallel_for(x.rows(), grain, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<std::byte> scratch;
+    if (scratch.size() < scratch_bytes) scratch.resize(scratch_bytes);
+    const int64_t bad = kernels.quantize_rows(args, begin, end, scratch.data());
+    if (bad >= 0) {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (bad_row < 0 || bad < bad_row) bad_row = bad;
+    }
+  });
+  if (bad_row >= 0) return nonfinite_error(x, bad_row, name);
+  return ok_status();
+}
+
+Status quantize_tokens_into(const TensorView& x, QuantType type, const SlideGeometry* lift,
+                            std::byte* codes, int64_t codes_stride, float* scales,
+                            std::string_view name) {
+  return quantize_rows_with(cpu::kernels().quant, x, type, lift, codes, codes_stride, scales, name);
+}
+
+Result<Quantized> quantize_tokens(const TensorView& x, QuantType type, std::string_view name) {
+  return quantize_alloc(cpu::kernels().quant, x, type, nullptr, name);
+}
+
+Result<Quantized> quantize_lift(const TensorView& x, const SlideGeometry& geometry, QuantType type,
+                                std::string_view name) {
+  return quantize_alloc(cpu::kernels().quant, x, type, &geometry, name);
+}
+
+Result<Quantized> quantize_weights(const TensorView& w, QuantType type, std::string_view name) {
+  return quantize_alloc(cpu::kernels().quant, w, type, nullptr, name);
+}
+
+Result<QuantizedSparse24> quantize_weights(const Sparse24& w, QuantType type, std::string_view name) {
+  // The values of a row hold every non-zero of the row (and zeros), so their absmax is the row's.
+  auto q = quantize_alloc(cpu::kernels().quant, w.values.view(), type, nullptr,
+                          name.empty() ? std::string_view("values") : name);
+  if (!q.ok()) return q.error();
+  QuantizedSparse24 out;
+  out.type = type;
+  out.packed.dtype = quant_code_dtype(type);
+  out.packed.rows = w.rows;
+  out.packed.K = w.K;
+  out.packed.values = std::move(q->codes);
+  out.packed.meta = Tensor::copy_of(w.meta.view());
+  out.scales = std::move(q->scales);
+  return out;
+}
+
+}  // namespace nmkit
