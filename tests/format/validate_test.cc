@@ -1,0 +1,156 @@
+// Structural validation of packed tensors read from files: every corruption is an Error naming the
+// tensor and the first bad row/group/value; what compress produces always validates.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "nmkit/format.h"
+#include "nmkit/prune.h"
+#include "util/random.h"
+
+namespace nmkit {
+namespace {
+
+void expect_error(const Status& s, const std::vector<std::string>& parts) {
+  ASSERT_FALSE(s.ok());
+  for (const auto& part : parts) {
+    EXPECT_NE(s.error().message().find(part), std::string::npos)
+        << "'" << part << "' not in: " << s.error().message();
+  }
+}
+
+Sparse24 packed24(int64_t rows, int64_t K, uint64_t seed) {
+  const Tensor w = test::random_tensor(DType::F16, {rows, K}, seed);
+  auto pruned = prune(w.view(), Pattern{2, 4}, PruneMethod::Magnitude);
+  NMKIT_ASSERT(pruned.ok());
+  auto packed = compress_sparse24(pruned->pruned.view());
+  NMKIT_ASSERT(packed.ok());
+  return std::move(*packed);
+}
+
+NMPacked packed_nm(int64_t rows, int64_t K, Pattern p, uint64_t seed) {
+  const Tensor w = test::random_tensor(DType::BF16, {rows, K}, seed);
+  auto pruned = prune(w.view(), p, PruneMethod::Magnitude);
+  NMKIT_ASSERT(pruned.ok());
+  auto packed = compress_nm(pruned->pruned.view(), p);
+  NMKIT_ASSERT(packed.ok());
+  return std::move(*packed);
+}
+
+TEST(ValidateSparse24, EveryInvalidNibbleIsRejected) {
+  for (unsigned nibble = 0; nibble < 16; ++nibble) {
+    Sparse24 p = packed24(3, 20, 1);  // 5 groups: bytes 0..2, the last high nibble unused
+    uint8_t& byte = p.meta.as<uint8_t>()[1 * p.meta_stride() + 1];  // row 1, groups 2 and 3
+    byte = static_cast<uint8_t>((byte & 0x0F) | (nibble << 4));     // group 3
+    const bool valid = nibble == 0x4 || nibble == 0x8 || nibble == 0x9 || nibble == 0xC ||
+                       nibble == 0xD || nibble == 0xE;
+    const Status s = validate(p, "q");
+    if (valid) {
+      EXPECT_TRUE(s.ok()) << nibble;
+    } else {
+      expect_error(s, {"'q'", "row 1", "group 3", std::to_string(nibble)});
+    }
+  }
+}
+
+TEST(ValidateSparse24, UnusedNibblePaddingValuesAndShapes) {
+  {
+    Sparse24 p = packed24(2, 20, 2);
+    p.meta.as<uint8_t>()[p.meta_stride() + 2] |= 0x40;  // row 1, unused high nibble
+    expect_error(validate(p, "q"), {"row 1", "unused"});
+  }
+  {
+    // K = 5: the tail group has one real element, so its second slot is a padding position.
+    const Tensor d = Tensor::from_f32({1, 0, 0, 2, 3}, {1, 5});
+    auto p = compress_sparse24(d.view());
+    ASSERT_TRUE(p.ok());
+    ASSERT_TRUE(validate(*p, "q").ok());
+    p->values.as<float>()[3] = 7.0f;  // group 1 slot 1 names column 5 >= K
+    expect_error(validate(*p, "q"), {"row 0", "group 1", "padding", "5"});
+  }
+  {
+    Sparse24 p = packed24(2, 8, 3);
+    p.values = Tensor::zeros(DType::F16, {2, 3});
+    expect_error(validate(p, "q"), {"values", "[2, 3]", "[2, 4]"});
+  }
+  {
+    Sparse24 p = packed24(2, 8, 4);
+    p.meta = Tensor::zeros(DType::I8, {2, 1});
+    expect_error(validate(p, "q"), {"meta", "I8"});
+  }
+  {
+    Sparse24 p = packed24(2, 8, 5);
+    p.dtype = DType::I32;
+    expect_error(validate(p, "q"), {"I32"});
+  }
+}
+
+TEST(ValidateNm, BitCountsBitsBeyondPaddingValuesAndShapes) {
+  const Pattern p68{6, 8};
+  {
+    NMPacked p = packed_nm(3, 21, p68, 6);  // groups of 8: 0..7, 8..15, tail 16..20 (+3 padding)
+    ASSERT_TRUE(validate(p, "m").ok());
+    uint8_t* row2 = p.mask.as<uint8_t>() + 2 * p.mask_stride();
+    row2[1] ^= 0x01;  // toggles one bit of group 1: 5 or 7 bits
+    expect_error(validate(p, "m"), {"'m'", "6:8", "row 2", "group 1", "expected 6"});
+  }
+  {
+    NMPacked p = packed_nm(1, 21, Pattern{2, 4}, 7);  // K_pad = 24: exactly 3 bytes, no spare bits
+    NMPacked q = packed_nm(1, 18, Pattern{1, 3}, 8);  // K_pad = 18: bits 18..23 unused
+    ASSERT_TRUE(validate(p, "m").ok());
+    ASSERT_TRUE(validate(q, "m").ok());
+    q.mask.as<uint8_t>()[2] |= 0x80;  // bit 23
+    expect_error(validate(q, "m"), {"row 0", "bit 23", "beyond"});
+  }
+  {
+    // K = 9 with 6:8: the tail group has one real element and five padding slots.
+    const Tensor d = Tensor::from_f32({1, 2, 0, 3, 4, 5, 6, 0, 9}, {1, 9});
+    auto p = compress_nm(d.view(), p68);
+    ASSERT_TRUE(p.ok());
+    ASSERT_TRUE(validate(*p, "m").ok());
+    EXPECT_EQ(decompress(*p).to_f32(), d.to_f32());
+    p->values.as<float>()[6 + 3] = 1.0f;  // group 1, slot 3: a padding column
+    expect_error(validate(*p, "m"), {"group 1", "padding"});
+  }
+  {
+    NMPacked p = packed_nm(2, 16, p68, 9);
+    p.values = Tensor::zeros(DType::BF16, {2, 11});
+    expect_error(validate(p, "m"), {"values", "[2, 11]", "[2, 12]"});
+  }
+  {
+    NMPacked p = packed_nm(2, 16, p68, 10);
+    p.mask = Tensor::zeros(DType::U8, {2, 3});
+    expect_error(validate(p, "m"), {"mask", "[2, 3]", "[2, 2]"});
+  }
+  {
+    NMPacked p = packed_nm(2, 16, p68, 11);
+    p.pattern = Pattern{8, 8};
+    expect_error(validate(p, "m"), {"'m'", "8:8"});
+  }
+}
+
+TEST(Compress, RejectsBadInputs) {
+  const Tensor i = Tensor::zeros(DType::I16, {2, 8});
+  expect_error(compress_sparse24(i.view(), "x").ok() ? Status() : compress_sparse24(i.view(), "x").error(),
+               {"'x'", "I16"});
+  const Tensor one_d = Tensor::zeros(DType::F32, {8});
+  expect_error(compress_nm(one_d.view(), Pattern{2, 4}, "x").ok() ? Status()
+                                                                 : compress_nm(one_d.view(), Pattern{2, 4}, "x").error(),
+               {"'x'", "2-D", "[8]"});
+  const Tensor f = Tensor::zeros(DType::F32, {2, 8});
+  auto bad = compress_nm(f.view(), Pattern{3, 3}, "x");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("3:3"), std::string::npos);
+}
+
+TEST(MemoryBytes, MatchTheLayouts) {
+  // 6:8 costs one mask byte per group plus six values; sparse24 half the values plus 4 bits/group.
+  const NMPacked p = packed_nm(3, 64, Pattern{6, 8}, 12);
+  EXPECT_EQ(p.memory_bytes(), static_cast<size_t>(3 * (8 * 6 * 2 + 8)));
+  const Sparse24 s = packed24(3, 66, 13);  // K_pad 68: 34 values and ceil(68/8) = 9 meta bytes
+  EXPECT_EQ(s.memory_bytes(), static_cast<size_t>(3 * (34 * 2 + 9)));
+}
+
+}  // namespace
+}  // namespace nmkit
