@@ -15,13 +15,15 @@
 #include <vector>
 
 #include "nmkit/threads.h"
+#include "prune/row_sums.h"
 #include "prune/select.h"
+#include "prune/select_simd.h"
 
 namespace nmkit {
 namespace {
 
-using prune_detail::abs_bits;
-using prune_detail::pair_key;
+using prune_detail::abs_key;
+using prune_detail::score_key;
 using prune_detail::select_group;
 
 // Elements per block: 2048 f32 weights, keys and outputs use ~40 KB of scratch.
@@ -79,12 +81,11 @@ struct Job {
 template <class E>
 struct Scratch {
   std::vector<float> wf, gf;
-  std::vector<uint64_t> key64;
-  std::vector<uint32_t> key32;
-  std::vector<int32_t> kept;  // 0 or 1 per element
-  std::vector<E> raw, out;
+  std::vector<int32_t> primary, secondary;  // selection keys (select.h)
+  std::vector<int32_t> kept;                // 0 or 1 per element
+  std::vector<E> raw;
   explicit Scratch(int64_t block)
-      : wf(block), gf(block), key64(block), key32(block), kept(block), raw(block), out(block) {}
+      : wf(block), gf(block), primary(block), secondary(block), kept(block), raw(block) {}
 };
 
 // Whether x[0, n) holds a NaN or infinity (all exponent bits set); branch-free so it vectorizes.
@@ -106,75 +107,54 @@ int64_t first_non_finite(const float* x, int64_t n) {
   return -1;
 }
 
-// Sums of one row: four interleaved float64 lanes per quantity break the add latency chains and
-// let the compiler use packed adds; the lane order is fixed, so the result does not depend on the
-// thread count. kept is 0 or 1, so d*kept and d - d*kept are exactly d or 0 (no branches).
-struct Lanes {
-  double abs_kept[4] = {}, abs_pruned[4] = {}, sq_kept[4] = {}, sq_pruned[4] = {};
-  int64_t kept = 0;
-
-  void add(const float* wf, const int32_t* kept_flags, int64_t n) {
-    int64_t i = 0;
-    int32_t kept_sum = 0;
-    for (; i + 4 <= n; i += 4) {
-      for (int l = 0; l < 4; ++l) {
-        const double d = std::fabs(static_cast<double>(wf[i + l]));
-        const double dk = d * static_cast<double>(kept_flags[i + l]);
-        const double dp = d - dk;
-        abs_kept[l] += dk;
-        abs_pruned[l] += dp;
-        sq_kept[l] += dk * dk;  // exact: a float's 24-bit significand squared fits in 53 bits
-        sq_pruned[l] += dp * dp;
-        kept_sum += kept_flags[i + l];
-      }
-    }
-    for (; i < n; ++i) {
-      const int l = static_cast<int>(i & 3);
-      const double d = std::fabs(static_cast<double>(wf[i]));
-      const double dk = d * static_cast<double>(kept_flags[i]);
-      const double dp = d - dk;
-      abs_kept[l] += dk;
-      abs_pruned[l] += dp;
-      sq_kept[l] += dk * dk;
-      sq_pruned[l] += dp * dp;
-      kept_sum += kept_flags[i];
-    }
-    kept += kept_sum;
+// One group of n <= 64 elements by the scalar paths of select.h.
+template <bool kPair>
+void select_one(const int32_t* primary, const int32_t* secondary, int n, int keep, int32_t* kept) {
+  uint64_t mask = 0;
+  if constexpr (kPair) {
+    uint64_t key[64];
+    for (int j = 0; j < n; ++j) key[j] = prune_detail::composite_key(primary[j], secondary[j]);
+    mask = select_group(key, n, keep);
+  } else {
+    uint32_t key[64];  // abs_key values are non-negative, so unsigned order is the same
+    for (int j = 0; j < n; ++j) key[j] = static_cast<uint32_t>(primary[j]);
+    mask = select_group(key, n, keep);
   }
-
-  static double total(const double* x) { return (x[0] + x[1]) + (x[2] + x[3]); }
-};
-
-// Selection over the whole groups of a block (a multiple of G elements), G known at compile time
-// so the rank comparisons unroll.
-template <int G, class Key>
-void select_fixed_groups(const Key* key, int64_t n, int keep, int32_t* kept) {
-  for (int64_t off = 0; off < n; off += G) {
-    const uint64_t mask = prune_detail::select_fixed<Key, G>(key + off, keep);
-    for (int j = 0; j < G; ++j) kept[off + j] = static_cast<int32_t>((mask >> j) & 1u);
-  }
+  for (int j = 0; j < n; ++j) kept[j] = static_cast<int32_t>((mask >> j) & 1u);
 }
 
-// Selection over a block starting at column col0: whole groups, then the row's tail group if the
-// block ends the row with one.
-template <class Key>
-void select_block(const Key* key, int64_t n, int64_t col0, int64_t K, Pattern p, int32_t* kept) {
+template <int G, bool kPair>
+int64_t select_quads(const int32_t* primary, const int32_t* secondary, int64_t full, int keep,
+                     int32_t* kept) {
+  int64_t off = 0;
+  for (; off + 4 * G <= full; off += 4 * G) {
+    prune_detail::select4_groups<G, kPair>(primary + off, secondary + off, keep, kept + off);
+  }
+  return off;
+}
+
+// Selection over a block starting at column col0: whole groups four at a time where the width has
+// a vector path, the rest one by one, then the row's tail group if the block ends the row.
+template <bool kPair>
+void select_block(const int32_t* primary, const int32_t* secondary, int64_t n, int64_t col0,
+                  int64_t K, Pattern p, int32_t* kept) {
   const int64_t full = (col0 + n == K) ? n / p.group * p.group : n;
+  int64_t off = 0;
   switch (p.group) {
-    case 4: select_fixed_groups<4>(key, full, p.keep, kept); break;
-    case 8: select_fixed_groups<8>(key, full, p.keep, kept); break;
-    case 16: select_fixed_groups<16>(key, full, p.keep, kept); break;
+    case 4: off = select_quads<4, kPair>(primary, secondary, full, p.keep, kept); break;
+    case 8: off = select_quads<8, kPair>(primary, secondary, full, p.keep, kept); break;
+    case 12: off = select_quads<12, kPair>(primary, secondary, full, p.keep, kept); break;
+    case 16: off = select_quads<16, kPair>(primary, secondary, full, p.keep, kept); break;
     default:
-      for (int64_t off = 0; off < full; off += p.group) {
-        const uint64_t mask = select_group(key + off, p.group, p.keep);
-        for (int j = 0; j < p.group; ++j) kept[off + j] = static_cast<int32_t>((mask >> j) & 1u);
+      for (; off + 4 * p.group <= full; off += 4 * p.group) {
+        prune_detail::select4_groups_any<kPair>(primary + off, secondary + off, p.group, p.keep,
+                                                kept + off);
       }
       break;
   }
-  if (full < n) {
-    const int t = static_cast<int>(n - full);
-    const uint64_t mask = select_group(key + full, t, p.keep);
-    for (int j = 0; j < t; ++j) kept[full + j] = static_cast<int32_t>((mask >> j) & 1u);
+  for (; off < n; off += p.group) {
+    const int g = static_cast<int>(std::min<int64_t>(p.group, n - off));
+    select_one<kPair>(primary + off, secondary + off, g, p.keep, kept + off);
   }
 }
 
@@ -188,16 +168,17 @@ void prune_rows(Job& job, int64_t r0, int64_t r1) {
     if (r >= job.stop_row.load(std::memory_order_relaxed)) return;
     const std::byte* wrow = w.data + static_cast<size_t>(r * job.K) * esize;
     std::byte* drow = job.dst + static_cast<size_t>(r * job.K) * esize;
-    Lanes lanes;
+    prune_detail::RowSums lanes;
     for (int64_t c0 = 0; c0 < job.K; c0 += job.block) {
       const int64_t n = std::min(job.block, job.K - c0);
       float* wf = s.wf.data();
-      E* raw = s.raw.data();
-      std::memcpy(raw, wrow + c0 * esize, n * esize);
+      const E* raw = s.raw.data();
       if constexpr (sizeof(E) == 4) {
-        std::memcpy(wf, raw, n * esize);
+        std::memcpy(wf, wrow + c0 * esize, n * esize);  // f32: the raw bits are wf's bits
+        raw = reinterpret_cast<const E*>(wf);
       } else {
-        convert_to_f32(w.dtype, raw, wf, n);
+        std::memcpy(s.raw.data(), wrow + c0 * esize, n * esize);
+        convert_to_f32(w.dtype, s.raw.data(), wf, n);
       }
       bool bad = any_non_finite(wf, n);
       if (job.gradient) {
@@ -214,41 +195,47 @@ void prune_rows(Job& job, int64_t r0, int64_t r1) {
         return;
       }
       int32_t* kept = s.kept.data();
+      int32_t* primary = s.primary.data();
+      int32_t* secondary = s.secondary.data();
       switch (job.method) {
-        case PruneMethod::Magnitude: {
-          uint32_t* key = s.key32.data();
-          for (int64_t i = 0; i < n; ++i) key[i] = abs_bits(wf[i]);
-          select_block(key, n, c0, job.K, job.pattern, kept);
+        case PruneMethod::Magnitude:
+          for (int64_t i = 0; i < n; ++i) primary[i] = abs_key(wf[i]);
+          select_block<false>(primary, secondary, n, c0, job.K, job.pattern, kept);
           break;
-        }
         case PruneMethod::Gradient: {
           const float* gf = s.gf.data();
-          uint64_t* key = s.key64.data();
-          for (int64_t i = 0; i < n; ++i) key[i] = pair_key(std::fabs(wf[i] * gf[i]), wf[i]);
-          select_block(key, n, c0, job.K, job.pattern, kept);
+          for (int64_t i = 0; i < n; ++i) {
+            primary[i] = score_key(std::fabs(wf[i] * gf[i]));
+            secondary[i] = abs_key(wf[i]);
+          }
+          select_block<true>(primary, secondary, n, c0, job.K, job.pattern, kept);
           break;
         }
         case PruneMethod::Wanda: {
           const float* a = job.norms + c0;
-          uint64_t* key = s.key64.data();
-          for (int64_t i = 0; i < n; ++i) key[i] = pair_key(std::fabs(wf[i]) * a[i], wf[i]);
-          select_block(key, n, c0, job.K, job.pattern, kept);
+          for (int64_t i = 0; i < n; ++i) {
+            primary[i] = score_key(std::fabs(wf[i]) * a[i]);
+            secondary[i] = abs_key(wf[i]);
+          }
+          select_block<true>(primary, secondary, n, c0, job.K, job.pattern, kept);
           break;
         }
       }
       lanes.add(wf, kept, n);
       // Kept elements keep their raw bits; pruned ones become all-zero bits, +0 in every dtype.
-      E* out = s.out.data();
-      for (int64_t i = 0; i < n; ++i) out[i] = raw[i] & static_cast<E>(-kept[i]);
-      std::memcpy(drow + c0 * esize, out, n * esize);
+      std::byte* out = drow + c0 * esize;
+      for (int64_t i = 0; i < n; ++i) {
+        const E v = raw[i] & static_cast<E>(-kept[i]);
+        std::memcpy(out + i * esize, &v, esize);
+      }
     }
     PruneSums& rs = (*job.row_sums)[r];
     rs.total_count = job.K;
     rs.pruned_count = job.K - lanes.kept;
-    rs.abs_kept = Lanes::total(lanes.abs_kept);
-    rs.abs_pruned = Lanes::total(lanes.abs_pruned);
-    const double sq_kept = Lanes::total(lanes.sq_kept);
-    rs.sq_pruned = Lanes::total(lanes.sq_pruned);
+    rs.abs_kept = prune_detail::RowSums::total(lanes.abs_kept);
+    rs.abs_pruned = prune_detail::RowSums::total(lanes.abs_pruned);
+    const double sq_kept = prune_detail::RowSums::total(lanes.sq_kept);
+    rs.sq_pruned = prune_detail::RowSums::total(lanes.sq_pruned);
     rs.sq_total = sq_kept + rs.sq_pruned;
   }
 }

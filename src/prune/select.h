@@ -11,20 +11,26 @@
 
 namespace nmkit::prune_detail {
 
-// Order-preserving map of a float32 that is not NaN onto uint32: a > b as floats iff
-// float_key(a) > float_key(b). -0 and +0 compare equal as floats, so both map to the key of +0.
-inline uint32_t float_key(float value) {
+// Keys are int32 whose signed order is the float order of what they encode.
+// score_key: any float32 that is not NaN; -0 and +0 compare equal as floats, so both map to 0.
+// Negative floats get their magnitude bits flipped so that a larger magnitude sorts lower.
+inline int32_t score_key(float value) {
   uint32_t u = std::bit_cast<uint32_t>(value);
   u = (u == 0x80000000u) ? 0u : u;
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  const auto i = static_cast<int32_t>(u);
+  return i < 0 ? (i ^ 0x7FFFFFFF) : i;
 }
 
-// |w| as bits: for non-negative floats the bit pattern orders like the value.
-inline uint32_t abs_bits(float value) { return std::bit_cast<uint32_t>(value) & 0x7FFFFFFFu; }
+// |w| as a key: the bits of a non-negative float order like its value.
+inline int32_t abs_key(float value) {
+  return static_cast<int32_t>(std::bit_cast<uint32_t>(value) & 0x7FFFFFFFu);
+}
 
-// Key of a (score, |w|) pair for methods whose score is not |w| itself.
-inline uint64_t pair_key(float score, float weight) {
-  return (static_cast<uint64_t>(float_key(score)) << 32) | abs_bits(weight);
+// One unsigned 64-bit key ordering like (primary, secondary) for the scalar paths; secondary is an
+// abs_key, so non-negative.
+inline uint64_t composite_key(int32_t primary, int32_t secondary) {
+  const uint32_t hi = static_cast<uint32_t>(primary) ^ 0x80000000u;
+  return (static_cast<uint64_t>(hi) << 32) | static_cast<uint32_t>(secondary);
 }
 
 // Rank counting: element i is kept when fewer than `keep` elements beat it. Each pair (i < j) is

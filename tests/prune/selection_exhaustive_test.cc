@@ -121,22 +121,41 @@ int max_width(PruneMethod method) { return method == PruneMethod::Magnitude ? 16
 TEST_P(ExhaustiveSelection, EverySubsetOfOneGroup) {
   const PruneMethod method = GetParam();
   for (int g = 2; g <= max_width(method); ++g) {
-    const int64_t rows = int64_t{1} << g;
-    const Case c = build(method, rows, g, g, [](int64_t r, int64_t k) { return (r >> k) & 1; });
+    // Five groups per row, so that both the four-groups-at-a-time path and the one-group path
+    // of the library see every subset (subset s sits in row s / 5, group s % 5).
+    const int64_t subsets = int64_t{1} << g, per_row = 5;
+    const int64_t rows = (subsets + per_row - 1) / per_row;
+    const Case c = build(method, rows, g * per_row, g, [g, per_row, subsets](int64_t r, int64_t k) {
+      const int64_t subset = (r * per_row + k / g) % subsets;
+      return ((subset >> (k % g)) & 1) != 0;
+    });
     for (int keep = 1; keep < g; ++keep) {
       ASSERT_TRUE(check(c, Pattern{keep, g}, method)) << "g=" << g << " keep=" << keep;
     }
   }
 }
 
-// Rows made only of a tail group (K = t < g): every subset of the t real elements. Then, for
-// g <= 8, one full group (a fixed pseudo-random subset per row) followed by every subset of a tail.
+// Tails: rows made only of a tail group (K = t < g), every subset of its t real elements; then rows
+// of four full groups (pseudo-random subsets, taking the four-groups-at-a-time path) followed by
+// every subset of a tail of t <= 8 elements; then, for g <= 8, one full group and a tail.
 TEST_P(ExhaustiveSelection, EverySubsetOfEveryTail) {
   const PruneMethod method = GetParam();
   for (int g = 2; g <= max_width(method); ++g) {
     for (int t = 1; t < g; ++t) {
       const int64_t rows = int64_t{1} << t;
       const Case c = build(method, rows, t, g, [](int64_t r, int64_t k) { return (r >> k) & 1; });
+      for (int keep = 1; keep < g; ++keep) {
+        ASSERT_TRUE(check(c, Pattern{keep, g}, method)) << "g=" << g << " t=" << t
+                                                        << " keep=" << keep;
+      }
+    }
+    for (int t = 1; t < g && t <= 8; ++t) {
+      const int64_t rows = int64_t{1} << t;
+      const Case c = build(method, rows, 4 * g + t, g, [g](int64_t r, int64_t k) {
+        if (k >= 4 * g) return ((r >> (k - 4 * g)) & 1) != 0;
+        const uint64_t h = static_cast<uint64_t>(r * 4 + k / g + 1) * 0x9E3779B97F4A7C15ull;
+        return ((h >> (40 + k % g)) & 1) != 0;
+      });
       for (int keep = 1; keep < g; ++keep) {
         ASSERT_TRUE(check(c, Pattern{keep, g}, method)) << "g=" << g << " t=" << t
                                                         << " keep=" << keep;
@@ -183,7 +202,7 @@ TEST(TailGroups, KeepMinOfKeepAndRealElements) {
 TEST(WideGroups, MatchTheOracleWithTies) {
   for (int g : {17, 24, 31, 32, 33, 63, 64}) {
     for (int keep : {1, g / 2, g - 2, g - 1}) {
-      for (int64_t K : {int64_t{g}, int64_t{g} * 3 + 5, int64_t{1}, int64_t{g} - 1}) {
+      for (int64_t K : {int64_t{g}, int64_t{g} * 9 + 5, int64_t{1}, int64_t{g} - 1}) {
         const uint64_t seed = 1000u + static_cast<uint64_t>(g * 100 + keep);
         SCOPED_TRACE(test::seed_trace(seed));
         Case c;
