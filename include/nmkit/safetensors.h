@@ -28,8 +28,14 @@ struct TensorInfo {
 using Metadata = std::map<std::string, std::string>;
 
 // A read-only, memory-mapped safetensors file whose header was validated in full on open(): length
-// bound, well-formed JSON, known dtypes, offsets inside the file, byte length = numel x dtype size,
-// no overlaps or holes. Views stay valid while the file object lives.
+// bound (100 MB, as the reference implementation), well-formed JSON without duplicate keys, known
+// dtypes, non-negative shapes whose byte size fits 64 bits, offsets inside the file, byte length =
+// numel x dtype size, and tensors tiling the data section exactly (no overlaps, no unindexed bytes,
+// as the reference requires). Fields of a tensor entry other than dtype/shape/data_offsets are
+// ignored. Errors are one line: "PATH: tensor 'NAME': <what> <value>".
+// Views stay valid while the file object lives. Their data is as aligned as the file makes it: a
+// file whose header length is not a multiple of 8, or whose tensors of different element sizes are
+// interleaved, gives unaligned views (read them with memcpy or unaligned loads).
 class SafetensorsFile {
  public:
   static Result<SafetensorsFile> open(const std::string& path);
@@ -38,7 +44,7 @@ class SafetensorsFile {
   ~SafetensorsFile();
 
   const std::string& path() const;
-  const std::vector<TensorInfo>& tensors() const;  // in data (offset) order
+  const std::vector<TensorInfo>& tensors() const;  // in data (offset) order; ties in header order
   const TensorInfo* find(std::string_view name) const;
   TensorView view(const TensorInfo& info) const;
   // An Error "PATH: no tensor 'NAME'" when absent.
@@ -69,7 +75,13 @@ struct WriteOptions {
 };
 
 // Writes to "PATH.tmp.XXXXXX" in the same folder, then renames onto PATH. Tensors keep the given
-// order. On any error (a failing fill included) the temporary is removed and PATH is untouched.
+// order, with contiguous offsets; the header is padded with spaces to a multiple of 8 bytes so the
+// data section starts 8-byte aligned; "__metadata__" is written first, and only when non-empty.
+// The file's blocks are reserved up front (a full disk is an Error, never a SIGBUS in a fill), each
+// fill writes straight into a shared mapping of the file, and the file is fsynced before the rename.
+// On any error (a failing fill included) the temporary is removed and PATH is untouched. A fill's
+// Error is returned unchanged (it should name its tensor); an exception thrown by a fill or by
+// on_tensor becomes an Error naming PATH and the tensor.
 Status write_safetensors(const std::string& path, const std::vector<OutputTensor>& tensors,
                          const Metadata& metadata = {}, const WriteOptions& options = {});
 

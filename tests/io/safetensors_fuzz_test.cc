@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -89,7 +90,9 @@ TEST(SafetensorsFuzz, CorruptedHeadersNeverCrash) {
   const std::vector<uint8_t> good = valid_file(dir);
   std::mt19937_64 rng(seed);
   int accepted = 0;
-  const int iterations = 20000;
+  // NMKIT_FUZZ_ITERATIONS runs longer campaigns by hand (e.g. under -fsanitize=address).
+  const char* env = std::getenv("NMKIT_FUZZ_ITERATIONS");
+  const int iterations = env != nullptr ? std::atoi(env) : 20000;
   for (int it = 0; it < iterations; ++it) {
     const std::vector<uint8_t> bytes = mutate(good, rng);
     auto parsed = io::parse_safetensors_header("fuzz.safetensors", reinterpret_cast<const std::byte*>(bytes.data()),

@@ -23,7 +23,11 @@ OutputTensor constant(const std::string& name, Shape shape, uint8_t byte) {
   t.name = name;
   t.dtype = DType::U8;
   t.shape = std::move(shape);
-  const auto n = static_cast<size_t>(shape_numel(t.shape));
+  // Computed without shape_numel, so that the deliberately invalid shapes below cannot overflow here.
+  size_t n = 1;
+  for (const int64_t d : t.shape) {
+    if (d < 0 || __builtin_mul_overflow(n, static_cast<size_t>(d), &n)) n = 0;
+  }
   t.fill = [n, byte](std::byte* dst) {
     std::memset(dst, byte, n);
     return ok_status();
