@@ -71,10 +71,11 @@ int run(const PruneArgs& args) {
   fmt::print("{}", prune_table(*outcome));
   const double gb = static_cast<double>(outcome->input_bytes) / 1e9;
   fmt::print("pruned {} tensors to {} ({}, format {}), copied {} unchanged; wrote {} in {:.3f} s ({:.2f} GB/s of "
-             "input)\n",
+             "input; {:.3f} s producing tensors, {:.3f} s opening, allocating and syncing files)\n",
              outcome->tensors.size(), job->pattern.str(), prune_method_name(job->method),
              weight_format_name(job->format), outcome->copied_tensors, job->output, outcome->seconds,
-             outcome->seconds > 0 ? gb / outcome->seconds : 0.0);
+             outcome->seconds > 0 ? gb / outcome->seconds : 0.0, outcome->fill_seconds,
+             outcome->seconds - outcome->fill_seconds);
   if (outcome->tensors.empty()) {
     fmt::print("note: no tensor was selected (2-D F32/F16/BF16, --include '{}', --exclude '{}')\n", job->include,
                job->exclude);

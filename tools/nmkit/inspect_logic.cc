@@ -51,7 +51,7 @@ int64_t count_zeros(const TensorView& view) {
 
 void check_dense(const TensorView& dense, InspectedTensor& out) {
   out.zeros = count_zeros(dense);
-  out.checked = dense.shape.size() == 2 && is_prunable(dense.dtype);
+  out.checked = dense.shape.size() == 2 && is_floating(dense.dtype);  // compliance works on bits: F64 and F8 too
   if (!out.checked) return;
   out.sparsest = sparsest_compliant(dense, inspect_candidates());
   if (out.record) out.complies = !find_violation(dense, out.record->pattern).has_value();

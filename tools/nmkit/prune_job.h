@@ -52,6 +52,7 @@ struct PruneOutcome {
   size_t copied_tensors = 0;
   size_t input_bytes = 0;   // data section of the input file
   double seconds = 0;       // open to rename, IO included
+  double fill_seconds = 0;  // of which producing the tensors: reading, pruning, packing, copying
 };
 
 // Fails with the reason "pattern P cannot be stored as sparse24" unless the pruned output is 2:4
