@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "nmkit/threads.h"
+#include "prune/convert.h"
 #include "prune/row_sums.h"
 #include "prune/select.h"
 #include "prune/select_simd.h"
@@ -84,8 +85,10 @@ struct Scratch {
   std::vector<int32_t> primary, secondary;  // selection keys (select.h)
   std::vector<int32_t> kept;                // 0 or 1 per element
   std::vector<E> raw;
+  std::vector<uint16_t> graw;  // a 16-bit gradient's raw block
   explicit Scratch(int64_t block)
-      : wf(block), gf(block), primary(block), secondary(block), kept(block), raw(block) {}
+      : wf(block), gf(block), primary(block), secondary(block), kept(block), raw(block),
+        graw(block) {}
 };
 
 // Whether x[0, n) holds a NaN or infinity (all exponent bits set); branch-free so it vectorizes.
@@ -178,12 +181,21 @@ void prune_rows(Job& job, int64_t r0, int64_t r1) {
         raw = reinterpret_cast<const E*>(wf);
       } else {
         std::memcpy(s.raw.data(), wrow + c0 * esize, n * esize);
-        convert_to_f32(w.dtype, s.raw.data(), wf, n);
+        if (w.dtype == DType::F16) {
+          prune_detail::f16_block_to_f32(s.raw.data(), wf, n);
+        } else {
+          convert_to_f32(w.dtype, s.raw.data(), wf, n);
+        }
       }
       bool bad = any_non_finite(wf, n);
       if (job.gradient) {
         const std::byte* grow = job.gradient->data + static_cast<size_t>(r * job.K + c0) * g_esize;
-        convert_to_f32(job.gradient->dtype, grow, s.gf.data(), n);
+        if (job.gradient->dtype == DType::F16) {
+          std::memcpy(s.graw.data(), grow, n * g_esize);
+          prune_detail::f16_block_to_f32(s.graw.data(), s.gf.data(), n);
+        } else {
+          convert_to_f32(job.gradient->dtype, grow, s.gf.data(), n);
+        }
         bad = bad || any_non_finite(s.gf.data(), n);
       }
       if (bad) {
