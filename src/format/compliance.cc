@@ -22,20 +22,24 @@ bool as_matrix(const TensorView& t, int64_t& rows, int64_t& K) {
 template <class E>
 std::optional<Violation> scan(const std::byte* data, int64_t rows, int64_t K, E mag_mask,
                               Pattern p) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const std::byte* row = data + static_cast<size_t>(r * K) * sizeof(E);
-    for (int64_t c0 = 0; c0 < K; c0 += p.group) {
-      const int64_t n = std::min<int64_t>(p.group, K - c0);
-      int nz = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        E v;
-        std::memcpy(&v, row + (c0 + i) * sizeof(E), sizeof(E));
-        nz += (v & mag_mask) != 0 ? 1 : 0;
-      }
-      if (nz > p.keep) return Violation{r, c0 / p.group, nz};
-    }
-  }
-  return std::nullopt;
+  return format_detail::scan_rows(
+      rows, K,
+      [&](int64_t r0, int64_t r1, const std::atomic<int64_t>& stop) -> std::optional<Violation> {
+        for (int64_t r = r0; r < r1 && r < stop.load(std::memory_order_relaxed); ++r) {
+          const std::byte* row = data + static_cast<size_t>(r * K) * sizeof(E);
+          for (int64_t c0 = 0; c0 < K; c0 += p.group) {
+            const int64_t n = std::min<int64_t>(p.group, K - c0);
+            int nz = 0;
+            for (int64_t i = 0; i < n; ++i) {
+              E v;
+              std::memcpy(&v, row + (c0 + i) * sizeof(E), sizeof(E));
+              nz += (v & mag_mask) != 0 ? 1 : 0;
+            }
+            if (nz > p.keep) return Violation{r, c0 / p.group, nz};
+          }
+        }
+        return std::nullopt;
+      });
 }
 
 }  // namespace

@@ -1,17 +1,24 @@
-// Element access shared by the format code: "non-zero" on raw bits and element copies by size.
+// Shared by the format code: "non-zero" on raw bits, the fill rule, input checks, and a row-
+// parallel driver that reports the first violation in row-major order whatever the thread count.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
-#include <bit>
 #include <cstring>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "nmkit/dtype.h"
+#include "nmkit/format.h"
 #include "nmkit/pattern.h"
 #include "nmkit/status.h"
 #include "nmkit/tensor.h"
+#include "nmkit/threads.h"
 
 namespace nmkit::format_detail {
 
@@ -38,39 +45,47 @@ inline uint64_t load_bits(const std::byte* p, size_t esize) {
   }
 }
 
-}  // namespace nmkit::format_detail
-
-namespace nmkit::format_detail {
-
 // The fill rule of design.md 4.2/4.3: the group's non-zero positions, then its lowest-index zero
 // positions (padding positions of a tail group count as zeros) until `keep` positions are chosen.
-// `nonzero` has bit j set for a non-zero at group position j < group; it must have <= keep bits.
-inline uint64_t fill_positions(uint64_t nonzero, int group, int keep) {
+// `nonzero` has bit j set for a non-zero at group position j < group, `count` of them, <= keep.
+inline uint64_t fill_positions(uint64_t nonzero, int count, int group, int keep) {
   const uint64_t all = group == 64 ? ~uint64_t{0} : (uint64_t{1} << group) - 1;
   uint64_t chosen = nonzero;
   uint64_t zeros = all & ~nonzero;
-  for (int c = std::popcount(nonzero); c < keep; ++c) {
+  for (int c = count; c < keep; ++c) {
     chosen |= zeros & (~zeros + 1);  // lowest zero position
     zeros &= zeros - 1;
   }
   return chosen;
 }
 
-// Bit j set when element j of the n real elements at `p` is non-zero.
+// Bit j set when element j of the n real elements at `p` is non-zero; `count` gets their number
+// (counted here: without -mpopcnt, std::popcount is a library call).
 template <class E>
-inline uint64_t nonzero_bits(const std::byte* p, int n, E mag_mask) {
+inline uint64_t nonzero_bits(const std::byte* p, int n, E mag_mask, int& count) {
   uint64_t bits = 0;
+  int c = 0;
   for (int j = 0; j < n; ++j) {
     E v;
     std::memcpy(&v, p + j * sizeof(E), sizeof(E));
-    bits |= static_cast<uint64_t>((v & mag_mask) != 0) << j;
+    const bool nz = (v & mag_mask) != 0;
+    bits |= static_cast<uint64_t>(nz) << j;
+    c += nz ? 1 : 0;
   }
+  count = c;
   return bits;
 }
 
-}  // namespace nmkit::format_detail
-
-namespace nmkit::format_detail {
+// `width` (<= 64) bits of a LSB-first bit row starting at bit `pos`; `row_bytes` bounds the read.
+inline uint64_t read_bits(const uint8_t* row, int64_t row_bytes, int64_t pos, int width) {
+  const int64_t byte = pos >> 3;
+  const int shift = static_cast<int>(pos & 7);
+  uint64_t lo = 0;
+  std::memcpy(&lo, row + byte, static_cast<size_t>(std::min<int64_t>(8, row_bytes - byte)));
+  uint64_t bits = lo >> shift;
+  if (shift + width > 64) bits |= static_cast<uint64_t>(row[byte + 8]) << (64 - shift);
+  return width == 64 ? bits : bits & ((uint64_t{1} << width) - 1);
+}
 
 inline std::string name_prefix(std::string_view name) {
   return name.empty() ? std::string() : "tensor '" + std::string(name) + "': ";
@@ -90,11 +105,32 @@ inline Status check_dense(const TensorView& dense, std::string_view name) {
   return ok_status();
 }
 
-inline Error violation_error(std::string_view name, int64_t row, int64_t group, int nonzeros,
-                             Pattern pattern) {
-  return Error(name_prefix(name) + "row " + std::to_string(row) + ", group " +
-               std::to_string(group) + " has " + std::to_string(nonzeros) +
+inline Error violation_error(std::string_view name, const Violation& v, Pattern pattern) {
+  return Error(name_prefix(name) + "row " + std::to_string(v.row) + ", group " +
+               std::to_string(v.group) + " has " + std::to_string(v.nonzeros) +
                " non-zeros, more than pattern " + pattern.str() + " allows");
+}
+
+// Runs scan(r0, r1, stop_row) over rows in parallel; scan returns the first violation of its rows
+// (in order) and may stop early once a row reaches stop_row. Returns the first violation overall.
+template <class Scan>
+std::optional<Violation> scan_rows(int64_t rows, int64_t K, const Scan& scan) {
+  std::mutex mutex;
+  std::optional<Violation> first;
+  std::atomic<int64_t> stop_row{rows};
+  if (rows <= 0) return first;
+  // ~64K elements per grain: big enough to amortise the hand-off, small enough to balance.
+  const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, K));
+  parallel_for(rows, grain, [&](int64_t r0, int64_t r1) {
+    const std::optional<Violation> v = scan(r0, r1, stop_row);
+    if (!v) return;
+    std::lock_guard lock(mutex);
+    if (!first || v->row < first->row) first = v;
+    int64_t cur = stop_row.load();
+    while (v->row < cur && !stop_row.compare_exchange_weak(cur, v->row)) {
+    }
+  });
+  return first;
 }
 
 }  // namespace nmkit::format_detail

@@ -1,5 +1,6 @@
 // Any keep:group as values plus a bitmask (design.md 4.3): exactly `keep` value slots and `keep`
 // mask bits per group, so a kernel can seek to any group without a prefix sum.
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
@@ -22,30 +23,35 @@ Status pack_rows(const TensorView& dense, NMPacked& out, std::string_view name) 
   const E mag = static_cast<E>(magnitude_bits_mask(dense.dtype));
   const Pattern p = out.pattern;
   const int64_t K = out.K, groups = out.groups(), stride = out.mask_stride();
-  for (int64_t r = 0; r < out.rows; ++r) {
-    const std::byte* row = dense.data + static_cast<size_t>(r * K) * sizeof(E);
-    std::byte* vals = out.values.data() + static_cast<size_t>(r * groups * p.keep) * sizeof(E);
-    uint8_t* mask = out.mask.as<uint8_t>() + r * stride;
-    std::memset(mask, 0, stride);
-    for (int64_t g = 0; g < groups; ++g) {
-      const int64_t k0 = g * p.group;
-      const int n = static_cast<int>(std::min<int64_t>(p.group, K - k0));
-      const std::byte* src = row + k0 * sizeof(E);
-      const uint64_t nz = nonzero_bits<E>(src, n, mag);
-      if (std::popcount(nz) > p.keep) {
-        return format_detail::violation_error(name, r, g, std::popcount(nz), p);
-      }
-      uint64_t chosen = fill_positions(nz, p.group, p.keep);
-      for (int64_t s = 0; chosen != 0; ++s, chosen &= chosen - 1) {
-        const int j = std::countr_zero(chosen);
-        E v{0};  // padding positions of a tail group hold +0
-        if (j < n) std::memcpy(&v, src + j * sizeof(E), sizeof(E));
-        std::memcpy(vals + (g * p.keep + s) * sizeof(E), &v, sizeof(E));
-        const int64_t k = k0 + j;
-        mask[k >> 3] = static_cast<uint8_t>(mask[k >> 3] | (1u << (k & 7)));
-      }
-    }
-  }
+  const auto violation = format_detail::scan_rows(
+      out.rows, K,
+      [&](int64_t r0, int64_t r1, const std::atomic<int64_t>& stop) -> std::optional<Violation> {
+        for (int64_t r = r0; r < r1 && r < stop.load(std::memory_order_relaxed); ++r) {
+          const std::byte* row = dense.data + static_cast<size_t>(r * K) * sizeof(E);
+          std::byte* vals = out.values.data() + static_cast<size_t>(r * groups * p.keep) * sizeof(E);
+          uint8_t* mask = out.mask.as<uint8_t>() + r * stride;
+          if (stride > 0) std::memset(mask, 0, stride);
+          for (int64_t g = 0; g < groups; ++g) {
+            const int64_t k0 = g * p.group;
+            const int n = static_cast<int>(std::min<int64_t>(p.group, K - k0));
+            const std::byte* src = row + k0 * sizeof(E);
+            int count = 0;
+            const uint64_t nz = nonzero_bits<E>(src, n, mag, count);
+            if (count > p.keep) return Violation{r, g, count};
+            uint64_t chosen = fill_positions(nz, count, p.group, p.keep);
+            for (int64_t s = 0; chosen != 0; ++s, chosen &= chosen - 1) {
+              const int j = std::countr_zero(chosen);
+              E v{0};  // padding positions of a tail group hold +0
+              if (j < n) std::memcpy(&v, src + j * sizeof(E), sizeof(E));
+              std::memcpy(vals + (g * p.keep + s) * sizeof(E), &v, sizeof(E));
+              const int64_t k = k0 + j;
+              mask[k >> 3] = static_cast<uint8_t>(mask[k >> 3] | (1u << (k & 7)));
+            }
+          }
+        }
+        return std::nullopt;
+      });
+  if (violation) return format_detail::violation_error(name, *violation, p);
   return ok_status();
 }
 
@@ -73,19 +79,24 @@ Result<NMPacked> compress_nm(const TensorView& dense, Pattern pattern, std::stri
 Tensor decompress(const NMPacked& packed) {
   const size_t es = dtype_size(packed.dtype);
   const Pattern p = packed.pattern;
-  Tensor dense = Tensor::zeros(packed.dtype, {packed.rows, packed.K});
+  Tensor dense = Tensor::empty(packed.dtype, {packed.rows, packed.K});
   const int64_t K = packed.K, groups = packed.groups(), stride = packed.mask_stride();
-  for (int64_t r = 0; r < packed.rows; ++r) {
-    const uint8_t* mask = packed.mask.as<uint8_t>() + r * stride;
-    const std::byte* vals = packed.values.data() + static_cast<size_t>(r * groups * p.keep) * es;
-    std::byte* row = dense.data() + static_cast<size_t>(r * K) * es;
-    int64_t slot = 0;
-    for (int64_t k = 0; k < groups * p.group; ++k) {
-      if (!mask_bit(mask, k)) continue;
-      if (k < K) std::memcpy(row + k * es, vals + slot * es, es);
-      ++slot;
+  parallel_for(packed.rows, std::max<int64_t>(1, 65536 / std::max<int64_t>(1, K)),
+               [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* mask = packed.mask.as<uint8_t>() + r * stride;
+      const std::byte* vals = packed.values.data() + static_cast<size_t>(r * groups * p.keep) * es;
+      std::byte* row = dense.data() + static_cast<size_t>(r * K) * es;
+      if (K > 0) std::memset(row, 0, static_cast<size_t>(K) * es);
+      for (int64_t g = 0; g < groups; ++g) {
+        uint64_t bits = format_detail::read_bits(mask, stride, g * p.group, p.group);
+        for (int64_t slot = g * p.keep; bits != 0; ++slot, bits &= bits - 1) {
+          const int64_t k = g * p.group + std::countr_zero(bits);
+          if (k < K) std::memcpy(row + k * es, vals + slot * es, es);
+        }
+      }
     }
-  }
+  });
   return dense;
 }
 

@@ -1,4 +1,5 @@
 // Canonical 2:4 (design.md 4.2): two values per group of four plus a 4-bit nibble idx0 | idx1 << 2.
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
@@ -20,31 +21,36 @@ template <class E>
 Status pack_rows(const TensorView& dense, Sparse24& out, std::string_view name) {
   const E mag = static_cast<E>(magnitude_bits_mask(dense.dtype));
   const int64_t K = out.K, groups = out.K_pad() / 4, stride = out.meta_stride();
-  for (int64_t r = 0; r < out.rows; ++r) {
-    const std::byte* row = dense.data + static_cast<size_t>(r * K) * sizeof(E);
-    std::byte* vals = out.values.data() + static_cast<size_t>(r * groups * 2) * sizeof(E);
-    uint8_t* meta = out.meta.as<uint8_t>() + r * stride;
-    std::memset(meta, 0, stride);
-    for (int64_t g = 0; g < groups; ++g) {
-      const int n = static_cast<int>(std::min<int64_t>(4, K - g * 4));
-      const std::byte* src = row + g * 4 * sizeof(E);
-      const uint64_t nz = nonzero_bits<E>(src, n, mag);
-      if (std::popcount(nz) > 2) {
-        return format_detail::violation_error(name, r, g, std::popcount(nz), k24);
-      }
-      const uint64_t chosen = fill_positions(nz, 4, 2);
-      const int idx0 = std::countr_zero(chosen);
-      const int idx1 = std::countr_zero(chosen & (chosen - 1));
-      const int idx[2] = {idx0, idx1};
-      for (int s = 0; s < 2; ++s) {
-        E v{0};  // padding positions of a tail group hold +0
-        if (idx[s] < n) std::memcpy(&v, src + idx[s] * sizeof(E), sizeof(E));
-        std::memcpy(vals + (g * 2 + s) * sizeof(E), &v, sizeof(E));
-      }
-      const auto nibble = static_cast<uint8_t>(idx0 | (idx1 << 2));
-      meta[g / 2] = static_cast<uint8_t>(meta[g / 2] | (nibble << ((g & 1) * 4)));
-    }
-  }
+  const auto violation = format_detail::scan_rows(
+      out.rows, K,
+      [&](int64_t r0, int64_t r1, const std::atomic<int64_t>& stop) -> std::optional<Violation> {
+        for (int64_t r = r0; r < r1 && r < stop.load(std::memory_order_relaxed); ++r) {
+          const std::byte* row = dense.data + static_cast<size_t>(r * K) * sizeof(E);
+          std::byte* vals = out.values.data() + static_cast<size_t>(r * groups * 2) * sizeof(E);
+          uint8_t* meta = out.meta.as<uint8_t>() + r * stride;
+          if (stride > 0) std::memset(meta, 0, stride);
+          for (int64_t g = 0; g < groups; ++g) {
+            const int n = static_cast<int>(std::min<int64_t>(4, K - g * 4));
+            const std::byte* src = row + g * 4 * sizeof(E);
+            int count = 0;
+            const uint64_t nz = nonzero_bits<E>(src, n, mag, count);
+            if (count > 2) return Violation{r, g, count};
+            const uint64_t chosen = fill_positions(nz, count, 4, 2);
+            const int idx0 = std::countr_zero(chosen);
+            const int idx1 = std::countr_zero(chosen & (chosen - 1));
+            const int idx[2] = {idx0, idx1};
+            for (int s = 0; s < 2; ++s) {
+              E v{0};  // padding positions of a tail group hold +0
+              if (idx[s] < n) std::memcpy(&v, src + idx[s] * sizeof(E), sizeof(E));
+              std::memcpy(vals + (g * 2 + s) * sizeof(E), &v, sizeof(E));
+            }
+            const auto nibble = static_cast<uint8_t>(idx0 | (idx1 << 2));
+            meta[g / 2] = static_cast<uint8_t>(meta[g / 2] | (nibble << ((g & 1) * 4)));
+          }
+        }
+        return std::nullopt;
+      });
+  if (violation) return format_detail::violation_error(name, *violation, k24);
   return ok_status();
 }
 
@@ -73,20 +79,24 @@ Result<Sparse24> compress_sparse24(const TensorView& dense, std::string_view nam
 
 Tensor decompress(const Sparse24& packed) {
   const size_t es = dtype_size(packed.dtype);
-  Tensor dense = Tensor::zeros(packed.dtype, {packed.rows, packed.K});
+  Tensor dense = Tensor::empty(packed.dtype, {packed.rows, packed.K});
   const int64_t K = packed.K, groups = packed.K_pad() / 4, stride = packed.meta_stride();
-  for (int64_t r = 0; r < packed.rows; ++r) {
-    const uint8_t* meta = packed.meta.as<uint8_t>() + r * stride;
-    const std::byte* vals = packed.values.data() + static_cast<size_t>(r * groups * 2) * es;
-    std::byte* row = dense.data() + static_cast<size_t>(r * K) * es;
-    for (int64_t g = 0; g < groups; ++g) {
-      const unsigned nibble = (meta[g / 2] >> ((g & 1) * 4)) & 0xFu;
-      const int64_t k[2] = {g * 4 + (nibble & 3u), g * 4 + (nibble >> 2)};
-      for (int s = 0; s < 2; ++s) {
-        if (k[s] < K) std::memcpy(row + k[s] * es, vals + (g * 2 + s) * es, es);
+  parallel_for(packed.rows, std::max<int64_t>(1, 65536 / std::max<int64_t>(1, K)),
+               [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* meta = packed.meta.as<uint8_t>() + r * stride;
+      const std::byte* vals = packed.values.data() + static_cast<size_t>(r * groups * 2) * es;
+      std::byte* row = dense.data() + static_cast<size_t>(r * K) * es;
+      if (K > 0) std::memset(row, 0, static_cast<size_t>(K) * es);
+      for (int64_t g = 0; g < groups; ++g) {
+        const unsigned nibble = (meta[g / 2] >> ((g & 1) * 4)) & 0xFu;
+        const int64_t k[2] = {g * 4 + (nibble & 3u), g * 4 + (nibble >> 2)};
+        for (int s = 0; s < 2; ++s) {
+          if (k[s] < K) std::memcpy(row + k[s] * es, vals + (g * 2 + s) * es, es);
+        }
       }
     }
-  }
+  });
   return dense;
 }
 

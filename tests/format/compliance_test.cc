@@ -88,3 +88,38 @@ TEST(SparsestCompliant, EqualRatiosPreferTheSmallerGroup) {
 
 }  // namespace
 }  // namespace nmkit
+
+namespace nmkit {
+namespace {
+
+// Rows are scanned in parallel; the violation reported is still the first in row-major order.
+TEST(FindViolation, FirstViolationWhateverTheThreadSplit) {
+  const int64_t rows = 3000, K = 40;
+  std::vector<float> v(rows * K, 0.0f);
+  const auto spoil = [&](int64_t r, int64_t g, int n) {
+    for (int j = 0; j < n; ++j) v[r * K + g * 4 + j] = 1.0f;
+  };
+  spoil(2900, 1, 4);
+  spoil(1600, 9, 3);
+  spoil(1500, 2, 4);
+  spoil(1500, 7, 3);
+  const Tensor t = Tensor::from_f32(v, {rows, K}, DType::BF16);
+  for (int rep = 0; rep < 5; ++rep) {
+    auto first = find_violation(t.view(), Pattern{2, 4});
+    ASSERT_TRUE(first.has_value());
+    EXPECT_EQ(first->row, 1500);
+    EXPECT_EQ(first->group, 2);
+    EXPECT_EQ(first->nonzeros, 4);
+    auto packed = compress_sparse24(t.view(), "w");
+    ASSERT_FALSE(packed.ok());
+    EXPECT_NE(packed.error().message().find("row 1500, group 2 has 4 non-zeros"), std::string::npos)
+        << packed.error().message();
+    auto nm = compress_nm(t.view(), Pattern{2, 4}, "w");
+    ASSERT_FALSE(nm.ok());
+    EXPECT_NE(nm.error().message().find("row 1500, group 2 has 4 non-zeros"), std::string::npos)
+        << nm.error().message();
+  }
+}
+
+}  // namespace
+}  // namespace nmkit
