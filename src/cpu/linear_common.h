@@ -1,17 +1,25 @@
-// Small helpers shared by every tier's linear kernels (plain C++: safe in any tier's flags).
+// Small helpers shared by every tier's linear kernels. They are in an anonymous namespace: an inline
+// function with external linkage compiled in an AVX-512 translation unit could be the copy the linker
+// keeps for every caller, and then run on a machine without AVX-512.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 
 #include "cpu/linear_kernels.h"
 
 namespace nmkit::cpu {
+namespace {
 
 // Position (0..31) in its 32-wide chunk of kept value j (0..15) of a packed sparse24 meta word: value
 // j is in group j/2, and its 2-bit position in the group is field j of the word.
 inline int sparse24_position(uint32_t word, int j) {
   return 4 * (j >> 1) + static_cast<int>((word >> (2 * j)) & 3u);
+}
+
+// End of the rows of a call's blocks (the last block may be partial).
+inline int64_t row_limit(const LinearCall& call) {
+  const int64_t end = call.block_end * kLinearRowBlock;
+  return end < call.w->rows ? end : call.w->rows;
 }
 
 // Writes one f32 output, adding the bias (exact f32 sum, as the reference does).
@@ -21,4 +29,5 @@ inline void store_output(const LinearCall& call, int64_t m, int64_t row, float s
   call.y[m * call.ldy + row] = sum;
 }
 
+}  // namespace
 }  // namespace nmkit::cpu

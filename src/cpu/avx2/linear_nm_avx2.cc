@@ -2,9 +2,10 @@
 // 8-wide step of K loads 8 consecutive values, places the first popcount(mask) of them in the lanes
 // of the mask's set bits with one vpermps from a 256-entry table, and zeroes the other lanes.
 // Values are read up to 7 past the row's last one: the packed layout keeps a slack of zeros there.
+// POPCNT is not among the tier's compiler flags; without it __builtin_popcount becomes a bit-twiddling
+// sequence on the critical path of every step. Every CPU with AVX2 has POPCNT.
+#pragma GCC target("popcnt")
 #include <immintrin.h>
-
-#include <array>
 
 #include "cpu/linear_common.h"
 #include "cpu/linear_kernels.h"
@@ -13,8 +14,9 @@ namespace nmkit::cpu::avx2 {
 namespace {
 
 struct ExpandTable {
-  alignas(32) std::array<std::array<int32_t, 8>, 256> index;  // lane -> source value
-  alignas(32) std::array<std::array<int32_t, 8>, 256> keep;   // lane set in the mask: all ones
+  // Plain arrays, not std::array: no library template is instantiated with this tier's flags.
+  alignas(32) int32_t index[256][8];  // lane -> source value
+  alignas(32) int32_t keep[256][8];   // lane set in the mask: all ones
 };
 
 constexpr ExpandTable make_table() {
@@ -47,8 +49,8 @@ inline float reduce8(__m256 v) {
 
 template <class T>
 inline __m256 expand8(uint8_t mask, const T* p) {
-  const __m256i idx = _mm256_load_si256(reinterpret_cast<const __m256i*>(kTable.index[mask].data()));
-  const __m256 keep = _mm256_load_ps(reinterpret_cast<const float*>(kTable.keep[mask].data()));
+  const __m256i idx = _mm256_load_si256(reinterpret_cast<const __m256i*>(kTable.index[mask]));
+  const __m256 keep = _mm256_load_ps(reinterpret_cast<const float*>(kTable.keep[mask]));
   return _mm256_and_ps(_mm256_permutevar8x32_ps(load8(p), idx), keep);
 }
 
@@ -89,7 +91,7 @@ void nm_tokens(const LinearCall& call, int64_t row0) {
 
 template <class T>
 void nm(const LinearCall& call) {
-  const int64_t row_end = std::min(call.w->rows, call.block_end * kLinearRowBlock);
+  const int64_t row_end = row_limit(call);
   int64_t row = call.block_begin * kLinearRowBlock;
   for (; row + 4 <= row_end; row += 4) nm_tokens<4, T>(call, row);
   for (; row < row_end; ++row) nm_tokens<1, T>(call, row);

@@ -83,7 +83,7 @@ void nm(const LinearCall& call) {
   const auto* values = w.values.as<T>();
   const auto* mask = w.meta.as<uint8_t>();
   const auto* x = static_cast<const float*>(call.x);
-  const int64_t row_end = std::min(w.rows, call.block_end * kLinearRowBlock);
+  const int64_t row_end = row_limit(call);
   for (int64_t row = call.block_begin * kLinearRowBlock; row < row_end; ++row) {
     for (int64_t m = 0; m < call.M; ++m) {
       const float* xm = x + m * w.K_x;

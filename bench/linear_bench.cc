@@ -1,0 +1,458 @@
+#include "linear_bench.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "linear_baselines.h"
+#include "measure.h"
+#include "nmkit/format.h"
+#include "nmkit/linear.h"
+#include "nmkit/prune.h"
+#include "nmkit/quant.h"
+#include "nmkit/reference.h"
+#include "nmkit/slide.h"
+#include "nmkit/threads.h"
+
+namespace nmkit::bench {
+namespace {
+
+struct Record {
+  std::string kernel, weight_dtype, pattern;
+  int64_t M = 0, rows = 0, K = 0;
+  int threads = 1;
+  double median_ms = 0, min_ms = 0;
+  int samples = 0;
+  double weight_gbs = 0, gflops = 0, speedup = 0, byte_ratio = 1;
+  bool dense = false;
+  double max_error_ratio = 0;  // largest |y - ref| / tolerance over the checked outputs (<= 1 passes)
+};
+
+// How a kernel's outputs are checked against the float64 reference on the dense-masked weight.
+struct CheckSpec {
+  bool bf16_x = false;            // the kernel rounds X to bf16 first
+  bool int8 = false;              // X and W quantized: add the quantization error bound
+  bool x_per_tensor = false;      // int8 X with one scale for the tensor (oneDNN) instead of per token
+};
+
+// One timed kernel: call(copy) computes Y for the current M into `y` from the copy-th rotated weight.
+struct Candidate {
+  Record record;
+  double bytes = 0;  // weight bytes streamed per call
+  int copies = 1;
+  std::function<void(int)> call;
+  CheckSpec check;
+};
+
+// The current weight (dense-masked, in its dtype as f32 values) and tokens, plus sampled reference
+// outputs for checking.
+struct Problem {
+  int64_t M = 0, rows = 0, K = 0;
+  std::vector<float> w;        // dense-masked, values exact in the weight dtype
+  std::vector<float> x;        // [M, K] f32
+  std::vector<float> y;        // [M, rows] output of the kernel under test
+  std::vector<int64_t> tokens; // sampled tokens that are checked
+  std::vector<float> ref, ref_bf16x, abs_ref;  // [tokens, rows]
+  std::vector<double> w_abs_sum, w_absmax;     // per row
+};
+
+std::vector<float> round_to_bf16(const std::vector<float>& v) {
+  std::vector<float> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = bf16_to_f32(f32_to_bf16(v[i]));
+  return out;
+}
+
+Tensor matrix(const std::vector<float>& values, int64_t rows, int64_t cols) {
+  return Tensor::from_f32(values, {rows, cols});
+}
+
+// Reference outputs of the sampled tokens: float64 sums of exact products, for X, X rounded to bf16,
+// and |X| * |W| (the norm the tolerance is proportional to).
+void prepare_reference(Problem& p) {
+  p.tokens.clear();
+  for (int64_t m : {int64_t{0}, p.M / 2, p.M - 1}) {
+    if (std::find(p.tokens.begin(), p.tokens.end(), m) == p.tokens.end()) p.tokens.push_back(m);
+  }
+  const auto T = static_cast<int64_t>(p.tokens.size());
+  std::vector<float> xs(static_cast<size_t>(T * p.K)), xs_abs(xs.size()), w_abs(p.w.size());
+  for (int64_t t = 0; t < T; ++t) {
+    std::copy_n(p.x.begin() + p.tokens[static_cast<size_t>(t)] * p.K, p.K, xs.begin() + t * p.K);
+  }
+  for (size_t i = 0; i < xs.size(); ++i) xs_abs[i] = std::fabs(xs[i]);
+  for (size_t i = 0; i < w_abs.size(); ++i) w_abs[i] = std::fabs(p.w[i]);
+  const Tensor w = matrix(p.w, p.rows, p.K), wa = matrix(w_abs, p.rows, p.K);
+  auto run = [&](const std::vector<float>& xv, const Tensor& wt) {
+    auto result = ref_dense_matmul(wt.view(), matrix(xv, T, p.K).view());
+    NMKIT_ASSERT(result.ok());
+    return result->y.to_f32();
+  };
+  p.ref = run(xs, w);
+  p.ref_bf16x = run(round_to_bf16(xs), w);
+  p.abs_ref = run(xs_abs, wa);
+  p.w_abs_sum.assign(static_cast<size_t>(p.rows), 0.0);
+  p.w_absmax.assign(static_cast<size_t>(p.rows), 0.0);
+  for (int64_t r = 0; r < p.rows; ++r) {
+    for (int64_t k = 0; k < p.K; ++k) {
+      const double a = std::fabs(static_cast<double>(p.w[static_cast<size_t>(r * p.K + k)]));
+      p.w_abs_sum[static_cast<size_t>(r)] += a;
+      p.w_absmax[static_cast<size_t>(r)] = std::max(p.w_absmax[static_cast<size_t>(r)], a);
+    }
+  }
+}
+
+// Largest |y - ref| / tolerance over the sampled outputs. Tolerance: any summation order of K exact
+// or once-rounded products is within (K + 8) eps sum|x w| (Higham 3.1, eps = 2u); int8 adds the
+// quantization error sx/2 sum|w| + sw/2 sum|x| + K sx sw / 4 (each code is within half a step).
+double check_output(const Problem& p, const CheckSpec& spec) {
+  double worst = 0;
+  double x_tensor_absmax = 0;
+  for (float v : p.x) x_tensor_absmax = std::max(x_tensor_absmax, std::fabs(static_cast<double>(v)));
+  for (size_t t = 0; t < p.tokens.size(); ++t) {
+    const int64_t m = p.tokens[t];
+    double x_abs_sum = 0, x_absmax = 0;
+    for (int64_t k = 0; k < p.K; ++k) {
+      const double a = std::fabs(static_cast<double>(p.x[static_cast<size_t>(m * p.K + k)]));
+      x_abs_sum += a;
+      x_absmax = std::max(x_absmax, a);
+    }
+    if (spec.x_per_tensor) x_absmax = x_tensor_absmax;
+    for (int64_t r = 0; r < p.rows; ++r) {
+      const size_t i = t * static_cast<size_t>(p.rows) + static_cast<size_t>(r);
+      const double expected = spec.bf16_x ? p.ref_bf16x[i] : p.ref[i];
+      double tol = static_cast<double>(p.K + 8) * FLT_EPSILON * p.abs_ref[i];
+      if (spec.bf16_x) tol += 1.0 / 256 * p.abs_ref[i];  // |x - bf16(x)| <= 2^-9 |x|, with room
+      if (spec.int8) {
+        const double sx = x_absmax / 127, sw = p.w_absmax[static_cast<size_t>(r)] / 127;
+        tol += sx / 2 * p.w_abs_sum[static_cast<size_t>(r)] + sw / 2 * x_abs_sum + static_cast<double>(p.K) * sx * sw / 4;
+        tol *= 1.001;
+      }
+      const double got = p.y[static_cast<size_t>(m * p.rows + r)];
+      const double err = std::fabs(got - expected);
+      if (!(err <= tol)) return std::isnan(err) ? INFINITY : std::max(worst, err / std::max(tol, 1e-300));
+      worst = std::max(worst, tol > 0 ? err / tol : 0.0);
+    }
+  }
+  return worst;
+}
+
+std::string format_pattern(const std::string& p) { return p; }
+
+void print_header() {
+  fmt::print("{:<34} {:>5} {:>9} {:>5} {:>6} {:>5} {:>3} {:>10} {:>8} {:>9} {:>8} {:>8}\n", "kernel", "dtype", "pattern",
+             "M", "rows", "K", "thr", "median ms", "GB/s", "GFLOP/s", "speedup", "ceiling");
+}
+
+void print_record(const Record& r) {
+  fmt::print("{:<34} {:>5} {:>9} {:>5} {:>6} {:>5} {:>3} {:>10.3f} {:>8.1f} {:>9.1f} {:>7.2f}x {:>7.2f}x\n", r.kernel,
+             r.weight_dtype, format_pattern(r.pattern), r.M, r.rows, r.K, r.threads, r.median_ms, r.weight_gbs, r.gflops,
+             r.speedup, r.byte_ratio);
+}
+
+nlohmann::json to_json(const Record& r) {
+  return {{"kernel", r.kernel},         {"weight_dtype", r.weight_dtype},
+          {"pattern", r.pattern},       {"M", r.M},
+          {"rows", r.rows},             {"K", r.K},
+          {"threads", r.threads},       {"median_ms", r.median_ms},
+          {"min_ms", r.min_ms},         {"samples", r.samples},
+          {"weight_gbs", r.weight_gbs}, {"gflops", r.gflops},
+          {"speedup_vs_best_dense", r.speedup}, {"byte_ratio_ceiling", r.byte_ratio},
+          {"dense", r.dense},           {"checked", true},
+          {"max_error_ratio", r.max_error_ratio}};
+}
+
+// Rotated copies of a SparseLinear built by `make`.
+std::vector<std::shared_ptr<SparseLinear>> rotated_layers(const std::function<Result<SparseLinear>()>& make, size_t* bytes) {
+  auto first = make();
+  NMKIT_ASSERT(first.ok());
+  *bytes = first->bytes_streamed();
+  std::vector<std::shared_ptr<SparseLinear>> out;
+  out.push_back(std::make_shared<SparseLinear>(std::move(*first)));
+  const int copies = rotation_copies(*bytes);
+  for (int i = 1; i < copies; ++i) {
+    auto more = make();
+    NMKIT_ASSERT(more.ok());
+    out.push_back(std::make_shared<SparseLinear>(std::move(*more)));
+  }
+  return out;
+}
+
+struct WeightSet {
+  std::string dtype;  // "f32", "bf16", "int8"
+  std::string pattern;  // "dense", "2:4", "6:8", ...
+  std::vector<float> w;  // dense-masked values as f32
+  std::vector<std::shared_ptr<SparseLinear>> layers;  // nmkit (rotated)
+  std::string nmkit_kind;
+};
+
+}  // namespace
+
+int run_linear_bench(const LinearBenchOptions& options) {
+  const int threads = thread_count();
+  openblas_threads(threads);
+  const double copy_gbs = copy_bandwidth_gbs();
+  const double read_gbs = read_bandwidth_gbs();
+  fmt::print("threads {}, last-level cache {} MiB, copy bandwidth {:.1f} GB/s (read+write), read bandwidth {:.1f} GB/s\n",
+             threads, last_level_cache_bytes() >> 20, copy_gbs, read_gbs);
+  if (options.baselines && have_openblas()) fmt::print("OpenBLAS core: {}\n", openblas_core());
+  fmt::print("speedup: against the fastest dense kernel of the same weight dtype and M; ceiling: byte ratio "
+             "(memory-bound limit)\n\n");
+
+  nlohmann::json records = nlohmann::json::array();
+  records.push_back({{"kernel", "memcpy"}, {"threads", threads}, {"copy_gbs", copy_gbs}, {"read_gbs", read_gbs},
+                     {"openblas_core", openblas_core()}, {"llc_bytes", last_level_cache_bytes()}});
+  bool all_ok = true;
+  LinearOptions lin;
+  lin.tier = options.tier;
+
+  for (const auto& [rows, K] : options.shapes) {
+    const std::vector<float> w0 = [&] {
+      std::mt19937_64 rng(0x5EED0000u + static_cast<uint64_t>(rows * 31 + K));
+      std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+      std::vector<float> v(static_cast<size_t>(rows * K));
+      for (auto& e : v) e = dist(rng);
+      return v;
+    }();
+    for (const auto& dtype_name_text : options.dtypes) {
+      const bool is_int8 = dtype_name_text == "int8";
+      const DType store = dtype_name_text == "bf16" ? DType::BF16 : DType::F32;
+      const Tensor w_dense = Tensor::from_f32(w0, {rows, K}, store);
+      // Weight forms: dense plus each pattern (2:4 as sparse24, others as nm; int8: sparse24 and slid).
+      std::vector<WeightSet> sets;
+      {
+        WeightSet s{dtype_name_text, "dense", w_dense.to_f32(), {}, "dense"};
+        if (!is_int8) {
+          size_t bytes = 0;
+          s.layers = rotated_layers([&] { return SparseLinear::dense(w_dense.view(), lin); }, &bytes);
+        } else {
+          LinearOptions q = lin;
+          q.int8 = true;
+          size_t bytes = 0;
+          if (SparseLinear::dense(w_dense.view(), q).ok()) {
+            s.layers = rotated_layers([&] { return SparseLinear::dense(w_dense.view(), q); }, &bytes);
+          }
+        }
+        sets.push_back(std::move(s));
+      }
+      for (const Pattern& pattern : options.patterns) {
+        auto pruned = prune(w_dense.view(), pattern, PruneMethod::Magnitude, {}, "w");
+        NMKIT_ASSERT(pruned.ok());
+        WeightSet s{dtype_name_text, pattern.str(), pruned->pruned.to_f32(), {}, ""};
+        size_t bytes = 0;
+        if (!is_int8) {
+          if (pattern == Pattern{2, 4}) {
+            auto packed = compress_sparse24(pruned->pruned.view(), "w");
+            NMKIT_ASSERT(packed.ok());
+            s.layers = rotated_layers([&] { return SparseLinear::sparse24(*packed, lin); }, &bytes);
+          } else if (pattern.group <= 16) {
+            auto packed = compress_nm(pruned->pruned.view(), pattern, "w");
+            NMKIT_ASSERT(packed.ok());
+            s.layers = rotated_layers([&] { return SparseLinear::nm(*packed, lin); }, &bytes);
+          }
+        } else {
+          LinearOptions q = lin;
+          q.int8 = true;
+          if (pattern == Pattern{2, 4}) {
+            auto packed = compress_sparse24(pruned->pruned.view(), "w");
+            NMKIT_ASSERT(packed.ok());
+            if (SparseLinear::sparse24(*packed, q).ok()) {
+              s.layers = rotated_layers([&] { return SparseLinear::sparse24(*packed, q); }, &bytes);
+            }
+          } else if (pattern.slidable()) {
+            auto geometry = SlideGeometry::make(pattern, K);
+            NMKIT_ASSERT(geometry.ok());
+            auto slid = slide(pruned->pruned.view(), *geometry, "w");
+            NMKIT_ASSERT(slid.ok());
+            if (SparseLinear::slid(slid->view(), *geometry, q).ok()) {
+              s.layers = rotated_layers([&] { return SparseLinear::slid(slid->view(), *geometry, q); }, &bytes);
+            }
+          }
+        }
+        sets.push_back(std::move(s));
+      }
+
+      // Baseline weights that do not depend on M.
+      std::vector<std::shared_ptr<OpenBlasLinear>> blas;
+      if (options.baselines && have_openblas() && dtype_name_text == "f32") {
+        const int copies = rotation_copies(static_cast<size_t>(rows * K) * 4);
+        for (int i = 0; i < copies; ++i) blas.push_back(std::make_shared<OpenBlasLinear>(sets[0].w.data(), rows, K));
+      }
+      std::map<std::string, std::vector<std::shared_ptr<EigenCsrLinear>>> eigen;
+      if (options.baselines && have_eigen() && dtype_name_text == "f32") {
+        for (size_t si = 1; si < sets.size(); ++si) {
+          auto first = std::make_shared<EigenCsrLinear>(sets[si].w.data(), rows, K);
+          const int copies = rotation_copies(first->weight_bytes());
+          auto& list = eigen[sets[si].pattern];
+          list.push_back(first);
+          for (int i = 1; i < copies; ++i) list.push_back(std::make_shared<EigenCsrLinear>(sets[si].w.data(), rows, K));
+        }
+      }
+      // int8 weights for oneDNN: per-row codes and scales of the dense weight.
+      std::optional<Quantized> w_q;
+      if (options.baselines && have_onednn() && is_int8) {
+        auto q = quantize_weights(w_dense.view(), QuantType::Int8, "w");
+        NMKIT_ASSERT(q.ok());
+        w_q = std::move(*q);
+      }
+
+      for (int64_t M : options.Ms) {
+        std::vector<float> x(static_cast<size_t>(M * K));
+        {
+          std::mt19937_64 rng(0xAC700000u + static_cast<uint64_t>(M));
+          std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+          for (auto& e : x) e = dist(rng);
+        }
+        std::vector<Record> group;
+        for (const WeightSet& set : sets) {
+          Problem p;
+          p.M = M;
+          p.rows = rows;
+          p.K = K;
+          p.w = set.w;
+          p.x = x;
+          p.y.assign(static_cast<size_t>(M * rows), 0.0f);
+          prepare_reference(p);
+          std::vector<Candidate> candidates;
+          auto base_record = [&](const std::string& kernel, bool dense, int thr) {
+            Record r;
+            r.kernel = kernel;
+            r.weight_dtype = set.dtype;
+            r.pattern = set.pattern;
+            r.M = M;
+            r.rows = rows;
+            r.K = K;
+            r.threads = thr;
+            r.dense = dense;
+            return r;
+          };
+          if (!set.layers.empty()) {
+            Candidate c;
+            c.record = base_record("nmkit " + set.layers[0]->kernel_name(), set.pattern == "dense", threads);
+            c.record.byte_ratio = set.layers[0]->byte_ratio();
+            c.bytes = static_cast<double>(set.layers[0]->bytes_streamed());
+            c.copies = static_cast<int>(set.layers.size());
+            c.check.int8 = is_int8;
+            c.call = [&, layers = set.layers](int i) {
+              NMKIT_ASSERT(layers[static_cast<size_t>(i)]->apply(p.x.data(), M, p.y.data()).ok());
+            };
+            candidates.push_back(std::move(c));
+          }
+          if (set.pattern == "dense" && !blas.empty()) {
+            Candidate c;
+            c.record = base_record(std::string("openblas ") + (M == 1 ? "sgemv" : "sgemm") + " (" + openblas_core() + ")",
+                                   true, threads);
+            c.bytes = static_cast<double>(blas[0]->weight_bytes());
+            c.copies = static_cast<int>(blas.size());
+            c.call = [&](int i) { blas[static_cast<size_t>(i)]->run(p.x.data(), M, p.y.data()); };
+            candidates.push_back(std::move(c));
+          }
+          std::vector<std::shared_ptr<OneDnnLinear>> dnn;
+          std::vector<uint16_t> x_bf16;
+          std::vector<int8_t> x_i8;
+          float x_scale = 1.0f;
+          if (set.pattern == "dense" && options.baselines && have_onednn()) {
+            const std::string type = dtype_name_text;
+            auto first = OneDnnLinear::make(type, M, rows, K, set.w.data(), w_q ? w_q->codes.as<int8_t>() : nullptr,
+                                            w_q ? w_q->scales.as<float>() : nullptr);
+            if (first) {
+              const int copies = rotation_copies(first->weight_bytes());
+              dnn.push_back(std::move(first));
+              for (int i = 1; i < copies; ++i) {
+                dnn.push_back(OneDnnLinear::make(type, M, rows, K, set.w.data(), w_q ? w_q->codes.as<int8_t>() : nullptr,
+                                                 w_q ? w_q->scales.as<float>() : nullptr));
+              }
+              // Activations in oneDNN's input type, prepared outside the timing.
+              if (type == "bf16") {
+                x_bf16.resize(x.size());
+                for (size_t i = 0; i < x.size(); ++i) x_bf16[i] = f32_to_bf16(x[i]);
+              } else if (type == "int8") {
+                float absmax = 0;
+                for (float v : x) absmax = std::max(absmax, std::fabs(v));
+                const float inv = 127.0f / absmax;
+                x_scale = absmax / 127.0f;
+                x_i8.resize(x.size());
+                for (size_t i = 0; i < x.size(); ++i) {
+                  x_i8[i] = static_cast<int8_t>(std::clamp(std::nearbyint(x[i] * inv), -127.0f, 127.0f));
+                }
+              }
+              Candidate c;
+              c.record = base_record("onednn matmul " + type, true, threads);
+              c.bytes = static_cast<double>(dnn[0]->weight_bytes());
+              c.copies = static_cast<int>(dnn.size());
+              c.check.bf16_x = type == "bf16";
+              c.check.int8 = type == "int8";
+              c.check.x_per_tensor = type == "int8";
+              const void* xin = type == "f32" ? static_cast<const void*>(p.x.data())
+                                : type == "bf16" ? static_cast<const void*>(x_bf16.data())
+                                                 : static_cast<const void*>(x_i8.data());
+              c.call = [&, xin](int i) { dnn[static_cast<size_t>(i)]->run(xin, x_scale, p.y.data()); };
+              candidates.push_back(std::move(c));
+            }
+          }
+          if (auto it = eigen.find(set.pattern); it != eigen.end()) {
+            Candidate c;
+            c.record = base_record("eigen csr", false, it->second[0]->threads());
+            c.bytes = static_cast<double>(it->second[0]->weight_bytes());
+            c.copies = static_cast<int>(it->second.size());
+            const auto& list = it->second;
+            c.call = [&](int i) { list[static_cast<size_t>(i)]->run(p.x.data(), M, p.y.data()); };
+            candidates.push_back(std::move(c));
+          }
+
+          for (Candidate& c : candidates) {
+            std::fill(p.y.begin(), p.y.end(), NAN);
+            c.call(0);  // warm-up and the one checked result
+            c.record.max_error_ratio = check_output(p, c.check);
+            if (!(c.record.max_error_ratio <= 1.0)) {
+              fmt::print("CHECK FAILED: {} {} {} M={}: error / tolerance = {:.3g}\n", c.record.kernel, set.dtype,
+                         set.pattern, M, c.record.max_error_ratio);
+              all_ok = false;
+            }
+            const Timing t = time_median([&](int i) { c.call(i % c.copies); }, 5, options.min_seconds, 1);
+            c.record.median_ms = t.median_ms;
+            c.record.min_ms = t.min_ms;
+            c.record.samples = t.samples;
+            c.record.weight_gbs = c.bytes / (t.median_ms * 1e6);
+            c.record.gflops = 2.0 * static_cast<double>(M * rows * K) / (t.median_ms * 1e6);
+            group.push_back(c.record);
+          }
+        }
+        double best_dense = INFINITY;
+        for (const Record& r : group) {
+          if (r.dense) best_dense = std::min(best_dense, r.median_ms);
+        }
+        if (group.empty()) continue;
+        print_header();
+        for (Record& r : group) {
+          r.speedup = std::isfinite(best_dense) ? best_dense / r.median_ms : 0.0;
+          print_record(r);
+          records.push_back(to_json(r));
+        }
+        fmt::print("\n");
+        std::fflush(stdout);
+      }
+    }
+  }
+  if (!options.json_path.empty()) {
+    std::ofstream out(options.json_path);
+    out << records.dump(2) << "\n";
+    if (!out) {
+      fmt::print(stderr, "nmkit bench linear: cannot write {}\n", options.json_path);
+      return 1;
+    }
+  }
+  return all_ok ? 0 : 1;
+}
+
+}  // namespace nmkit::bench
