@@ -50,6 +50,11 @@ Tensor run(const std::vector<float>& xf, int64_t M, int64_t rows, int64_t K, con
   return y;
 }
 
+// All elements as f32; an empty tensor may have no storage at all, so it is not converted.
+std::vector<float> floats_of(const TensorView& t) {
+  return t.numel() > 0 ? to_f32(t) : std::vector<float>();
+}
+
 double speedup(int64_t K, int64_t executed_per_row) {
   return executed_per_row > 0 ? static_cast<double>(K) / static_cast<double>(executed_per_row)
                               : 1.0;
@@ -61,8 +66,8 @@ Result<MatmulResult> ref_dense_matmul(const TensorView& w, const TensorView& x) 
   NMKIT_TRY(check_operand(w, "weight"));
   const int64_t rows = w.rows(), K = w.cols();
   NMKIT_TRY(check_x(x, K));
-  const std::vector<float> wf = to_f32(w);
-  const std::vector<float> xf = to_f32(x);
+  const std::vector<float> wf = floats_of(w);
+  const std::vector<float> xf = floats_of(x);
   MatmulResult result;
   result.y = run(xf, x.rows(), rows, K, [&](int64_t r, const float* xr) {
     const float* wr = wf.data() + r * K;
@@ -78,8 +83,8 @@ Result<MatmulResult> ref_sparse_matmul(const Sparse24& w, const TensorView& x) {
   NMKIT_TRY(validate(w, "weight"));
   const int64_t K = w.K, groups = w.K_pad() / 4, stride = w.meta_stride();
   NMKIT_TRY(check_x(x, K));
-  const std::vector<float> vf = w.values.to_f32();
-  const std::vector<float> xf = to_f32(x);
+  const std::vector<float> vf = floats_of(w.values.view());
+  const std::vector<float> xf = floats_of(x);
   const uint8_t* meta = w.meta.as<uint8_t>();
   MatmulResult result;
   result.y = run(xf, x.rows(), w.rows, K, [&](int64_t r, const float* xr) {
@@ -103,8 +108,8 @@ Result<MatmulResult> ref_sparse_matmul(const NMPacked& w, const TensorView& x) {
   const int64_t K = w.K, groups = w.groups(), stride = w.mask_stride();
   const int keep = w.pattern.keep, group = w.pattern.group;
   NMKIT_TRY(check_x(x, K));
-  const std::vector<float> vf = w.values.to_f32();
-  const std::vector<float> xf = to_f32(x);
+  const std::vector<float> vf = floats_of(w.values.view());
+  const std::vector<float> xf = floats_of(x);
   const uint8_t* mask = w.mask.as<uint8_t>();
   MatmulResult result;
   result.y = run(xf, x.rows(), w.rows, K, [&](int64_t r, const float* xr) {
