@@ -60,7 +60,7 @@ int run(const PruneArgs& args) {
     report.emplace(std::move(*file));
   }
 
-  Progress progress("pruning");
+  Progress progress("writing");
   if (progress.enabled()) {
     job->on_tensor = [&progress](size_t i, size_t n, const std::string& name) { progress.update(i, n, name); };
   }
