@@ -22,6 +22,13 @@ inline int64_t row_limit(const LinearCall& call) {
   return end < call.w->rows ? end : call.w->rows;
 }
 
+// The INT8 epilogue: must equal nmkit::int8_epilogue (src/ref/linear_ref.h) bit for bit, which the
+// tests check: f32(acc) times the f32 product of the scales, no fused multiply-add.
+inline float int8_output(const LinearCall& call, int64_t m, int64_t row, int32_t acc) {
+  const float scale = call.x_scale[m] * call.w->row_scale.as<float>()[row];
+  return scale * static_cast<float>(acc);
+}
+
 // Writes one f32 output, adding the bias (exact f32 sum, as the reference does).
 inline void store_output(const LinearCall& call, int64_t m, int64_t row, float sum) {
   const PackedLinear& w = *call.w;

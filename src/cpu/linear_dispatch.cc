@@ -8,10 +8,12 @@ void fill_linear_kernels(IsaTier tier, LinearKernels& slots) {
   if (tier >= IsaTier::Avx2) {
     avx2::fill_linear(slots);
     avx2::fill_linear_nm(slots);
+    avx2::fill_linear_int8(slots);
   }
   if (tier >= IsaTier::Avx512) {
     avx512::fill_linear(slots);
     avx512::fill_linear_nm(slots);
+    avx512::fill_linear_int8(slots);
   }
 }
 

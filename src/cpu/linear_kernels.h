@@ -95,10 +95,12 @@ namespace scalar { void fill_linear(LinearKernels& slots); }
 namespace avx2 {
 void fill_linear(LinearKernels& slots);     // dense and sparse24, f32 and bf16
 void fill_linear_nm(LinearKernels& slots);  // nm, f32 and bf16
+void fill_linear_int8(LinearKernels& slots);  // dense and sparse24, int8
 }  // namespace avx2
 namespace avx512 {
 void fill_linear(LinearKernels& slots);
 void fill_linear_nm(LinearKernels& slots);
+void fill_linear_int8(LinearKernels& slots);
 }  // namespace avx512
 
 // The kernel slot a packed weight runs on (null when the tier lacks it).

@@ -156,4 +156,95 @@ Result<std::unique_ptr<PackedLinear>> pack_nm(const NMPacked& weight) {
   return packed;
 }
 
+namespace {
+
+Status check_int8(int64_t K_x, const std::string& what) {
+  // (code + 128) <= 255 times |code| <= 127 summed over K_x stays below 2^31 while K_x <= 65536.
+  if (K_x > 65536) {
+    return Error(what + ": K = " + std::to_string(K_x) + " is above 65536, where int32 sums of int8 products may overflow");
+  }
+  return ok_status();
+}
+
+// Per-row scales and sums of the codes (row_sum feeds the unsigned-activation form of VNNI).
+void int8_rows(PackedLinear& packed, const Tensor& scales, const std::vector<int32_t>& sums) {
+  const size_t padded = static_cast<size_t>(packed.row_blocks * kLinearRowBlock);
+  packed.row_scale = AlignedBytes::zeros(padded * 4);
+  packed.row_sum = AlignedBytes::zeros(padded * 4);
+  std::memcpy(packed.row_scale.data.get(), scales.data(), static_cast<size_t>(packed.rows) * 4);
+  std::memcpy(packed.row_sum.data.get(), sums.data(), static_cast<size_t>(packed.rows) * 4);
+  packed.row_scale.size = packed.row_sum.size = static_cast<size_t>(packed.rows) * 4;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<PackedLinear>> pack_dense_int8(const Quantized& weight) {
+  const Tensor& codes = weight.codes;
+  if (weight.type != QuantType::Int8 || codes.dtype() != DType::I8 || codes.shape().size() != 2) {
+    return Error("int8 dense weight: expected I8 codes of shape [rows, K], got " + std::string(dtype_name(codes.dtype())) +
+                 " " + shape_str(codes.shape()));
+  }
+  NMKIT_TRY(check_shape(codes.rows(), codes.cols(), "int8 dense weight"));
+  auto packed = start(PackedKind::Dense, DType::I8, codes.rows(), codes.cols(), kLinearChunkInt8);
+  NMKIT_TRY(check_int8(packed->K_x, "int8 dense weight"));
+  const int64_t chunks = packed->K_x / kLinearChunkInt8;
+  const size_t count = static_cast<size_t>(packed->row_blocks * chunks * kLinearRowBlock * kLinearChunkInt8);
+  packed->values = AlignedBytes::zeros(count);
+  auto* dst = packed->values.as<int8_t>();
+  const auto* src = codes.as<int8_t>();
+  std::vector<int32_t> sums(static_cast<size_t>(packed->rows), 0);
+  for (int64_t row = 0; row < packed->rows; ++row) {
+    const int64_t b = row / kLinearRowBlock, r = row % kLinearRowBlock;
+    for (int64_t k = 0; k < packed->K; ++k) {
+      const int64_t c = k / kLinearChunkInt8;
+      dst[((b * chunks + c) * kLinearRowBlock + r) * kLinearChunkInt8 + k % kLinearChunkInt8] = src[row * packed->K + k];
+      sums[static_cast<size_t>(row)] += src[row * packed->K + k];
+    }
+  }
+  int8_rows(*packed, weight.scales, sums);
+  count_streamed_bytes(*packed);
+  return packed;
+}
+
+Result<std::unique_ptr<PackedLinear>> pack_sparse24_int8(const QuantizedSparse24& weight) {
+  const Sparse24& w = weight.packed;
+  if (weight.type != QuantType::Int8 || w.dtype != DType::I8) {
+    return Error("int8 sparse24 weight: expected I8 values, got " + std::string(dtype_name(w.dtype)));
+  }
+  NMKIT_TRY(check_shape(w.rows, w.K, "int8 sparse24 weight"));
+  auto packed = start(PackedKind::Sparse24, DType::I8, w.rows, w.K, kLinearChunkInt8);
+  NMKIT_TRY(check_int8(packed->K_x, "int8 sparse24 weight"));
+  const int64_t chunks = packed->K_x / kLinearChunkInt8;
+  const int64_t groups = w.K_pad() / 4;
+  // Per row and chunk: 64 values, then (in the meta array) four 32-bit words of 8 groups each.
+  const int64_t records = packed->row_blocks * chunks * kLinearRowBlock;
+  packed->values = AlignedBytes::zeros(static_cast<size_t>(records) * 64);
+  packed->meta = AlignedBytes::zeros(static_cast<size_t>(records) * 16);
+  auto* words = packed->meta.as<uint32_t>();
+  for (int64_t i = 0; i < records * 4; ++i) words[i] = 0x44444444u;  // padding groups: (0, 1), zero values
+  auto* dst = packed->values.as<int8_t>();
+  const auto* meta = w.meta.as<uint8_t>();
+  const auto* src = w.values.as<int8_t>();
+  const int64_t value_stride = w.K_pad() / 2;
+  std::vector<int32_t> sums(static_cast<size_t>(w.rows), 0);
+  for (int64_t row = 0; row < w.rows; ++row) {
+    const int64_t b = row / kLinearRowBlock, r = row % kLinearRowBlock;
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t c = g / 32, slot = g % 32;
+      const int64_t record = (b * chunks + c) * kLinearRowBlock + r;
+      const uint32_t nibble = (meta[row * w.meta_stride() + g / 2] >> (4 * (g & 1))) & 0xFu;
+      uint32_t& word = words[record * 4 + slot / 8];
+      word = (word & ~(0xFu << (4 * (slot % 8)))) | (nibble << (4 * (slot % 8)));
+      for (int h = 0; h < 2; ++h) {
+        const int8_t v = src[row * value_stride + 2 * g + h];
+        dst[record * 64 + 2 * slot + h] = v;
+        sums[static_cast<size_t>(row)] += v;
+      }
+    }
+  }
+  int8_rows(*packed, weight.scales, sums);
+  count_streamed_bytes(*packed);
+  return packed;
+}
+
 }  // namespace nmkit::cpu

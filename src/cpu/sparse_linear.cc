@@ -8,6 +8,7 @@
 #include "cpu/kernel_table.h"
 #include "cpu/linear_pack.h"
 #include "nmkit/linear.h"
+#include "nmkit/quant.h"
 #include "nmkit/threads.h"
 
 namespace nmkit {
@@ -59,13 +60,19 @@ SparseLinear& SparseLinear::operator=(SparseLinear&&) noexcept = default;
 SparseLinear::~SparseLinear() = default;
 
 Result<SparseLinear> SparseLinear::dense(const TensorView& weight, const LinearOptions& options) {
-  if (options.int8) return Error("linear: int8 dense weights are not implemented yet");
-  return finish(cpu::pack_dense(weight), options);
+  if (!options.int8) return finish(cpu::pack_dense(weight), options);
+  if (weight.shape.size() != 2) return Error("dense weight: expected a 2-D tensor, got " + shape_str(weight.shape));
+  auto q = quantize_weights(weight, QuantType::Int8, "dense weight");
+  if (!q.ok()) return q.error();
+  return finish(cpu::pack_dense_int8(*q), options);
 }
 
 Result<SparseLinear> SparseLinear::sparse24(const Sparse24& weight, const LinearOptions& options) {
-  if (options.int8) return Error("linear: int8 sparse24 weights are not implemented yet");
-  return finish(cpu::pack_sparse24(weight), options);
+  if (!options.int8) return finish(cpu::pack_sparse24(weight), options);
+  NMKIT_TRY(validate(weight, "sparse24 weight"));
+  auto q = quantize_weights(weight, QuantType::Int8, "sparse24 weight");
+  if (!q.ok()) return q.error();
+  return finish(cpu::pack_sparse24_int8(*q), options);
 }
 
 Result<SparseLinear> SparseLinear::nm(const NMPacked& weight, const LinearOptions& options) {
@@ -73,8 +80,23 @@ Result<SparseLinear> SparseLinear::nm(const NMPacked& weight, const LinearOption
   return finish(cpu::pack_nm(weight), options);
 }
 
-Result<SparseLinear> SparseLinear::slid(const TensorView&, const SlideGeometry&, const LinearOptions&) {
-  return Error("linear: slid weights are not implemented yet");
+Result<SparseLinear> SparseLinear::slid(const TensorView& slid_weight, const SlideGeometry& geometry,
+                                        const LinearOptions& options) {
+  if (slid_weight.shape.size() != 2 || slid_weight.cols() != geometry.K_prime) {
+    return Error("slid weight: shape " + shape_str(slid_weight.shape) + " does not match [rows, K_prime = " +
+                 std::to_string(geometry.K_prime) + "] of the slide geometry");
+  }
+  auto packed24 = compress_sparse24(slid_weight, "slid weight");
+  if (!packed24.ok()) return packed24.error();
+  auto q = quantize_weights(*packed24, QuantType::Int8, "slid weight");
+  if (!q.ok()) return q.error();
+  auto packed = cpu::pack_sparse24_int8(*q);
+  if (!packed.ok()) return packed.error();
+  (*packed)->slide = geometry;
+  (*packed)->K = geometry.K;  // the caller's X is the unlifted [M, K]
+  LinearOptions int8 = options;
+  int8.int8 = true;
+  return finish(std::move(packed), int8);
 }
 
 Status SparseLinear::set_bias(const TensorView& bias) {
@@ -88,35 +110,64 @@ Status SparseLinear::set_bias(const TensorView& bias) {
   return ok_status();
 }
 
+namespace {
+
+// Runs the kernel over all row blocks, split across the pool's threads.
+void run_rows(cpu::LinearFn kernel, const cpu::LinearCall& call, int64_t row_blocks) {
+  parallel_for(row_blocks, 1, [&](int64_t begin, int64_t end) {
+    cpu::LinearCall part = call;
+    part.block_begin = begin;
+    part.block_end = end;
+    kernel(part);
+  });
+}
+
+}  // namespace
+
 Status SparseLinear::apply(const float* x, int64_t M, float* y) const {
   if (M < 0) return Error("linear: M = " + std::to_string(M) + " is negative");
   if (M == 0) return ok_status();
   const PackedLinear& w = *packed_;
   const cpu::LinearFn kernel = cpu::linear_kernel_for(cpu::kernels_for(w.tier).linear, w.kind, w.dtype);
   NMKIT_ASSERT(kernel != nullptr);
-  const int64_t block = token_block(w.K_x);
-  // Activations padded with zeros to K_x, one token block at a time (reused across calls).
+  const bool int8 = w.dtype == DType::I8;
+  const int64_t block = token_block(int8 ? w.K_x / 4 : w.K_x);
+  // Activations padded with zeros to K_x (quantized, and lifted for a slid weight, for int8), one
+  // token block at a time, in buffers reused across calls.
   thread_local std::vector<float> padded;
-  padded.resize(static_cast<size_t>(std::min(block, M) * w.K_x));
+  thread_local std::vector<int8_t> codes;
+  thread_local std::vector<float> scales;
+  const int64_t first = std::min(block, M);
+  if (int8) {
+    codes.resize(static_cast<size_t>(first * w.K_x));
+    scales.resize(static_cast<size_t>(first));
+  } else {
+    padded.resize(static_cast<size_t>(first * w.K_x));
+  }
+  const int64_t cols = w.slide ? w.slide->K_prime : w.K;  // columns the activation producer writes
   for (int64_t m0 = 0; m0 < M; m0 += block) {
     const int64_t count = std::min(block, M - m0);
-    for (int64_t m = 0; m < count; ++m) {
-      float* dst = padded.data() + m * w.K_x;
-      std::memcpy(dst, x + (m0 + m) * w.K, static_cast<size_t>(w.K) * 4);
-      std::memset(dst + w.K, 0, static_cast<size_t>(w.K_x - w.K) * 4);
-    }
     cpu::LinearCall call;
     call.w = &w;
-    call.x = padded.data();
     call.M = count;
     call.y = y + m0 * w.rows;
     call.ldy = w.rows;
-    parallel_for(w.row_blocks, 1, [&](int64_t begin, int64_t end) {
-      cpu::LinearCall part = call;
-      part.block_begin = begin;
-      part.block_end = end;
-      kernel(part);
-    });
+    if (int8) {
+      const TensorView xv{DType::F32, {count, w.K}, reinterpret_cast<const std::byte*>(x + m0 * w.K)};
+      NMKIT_TRY(quantize_tokens_into(xv, QuantType::Int8, w.slide ? &*w.slide : nullptr,
+                                     reinterpret_cast<std::byte*>(codes.data()), w.K_x, scales.data(), "x"));
+      for (int64_t m = 0; m < count; ++m) std::memset(codes.data() + m * w.K_x + cols, 0, static_cast<size_t>(w.K_x - cols));
+      call.x = codes.data();
+      call.x_scale = scales.data();
+    } else {
+      for (int64_t m = 0; m < count; ++m) {
+        float* dst = padded.data() + m * w.K_x;
+        std::memcpy(dst, x + (m0 + m) * w.K, static_cast<size_t>(w.K) * 4);
+        std::memset(dst + w.K, 0, static_cast<size_t>(w.K_x - w.K) * 4);
+      }
+      call.x = padded.data();
+    }
+    run_rows(kernel, call, w.row_blocks);
   }
   return ok_status();
 }

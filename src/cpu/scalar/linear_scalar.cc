@@ -98,6 +98,55 @@ void nm(const LinearCall& call) {
   }
 }
 
+// INT8: exact int32 sums, so the order is free.
+void dense_i8(const LinearCall& call) {
+  const PackedLinear& w = *call.w;
+  const int64_t chunks = w.K_x / kLinearChunkInt8;
+  const auto* values = w.values.as<int8_t>();
+  const auto* x = static_cast<const int8_t*>(call.x);
+  for (int64_t b = call.block_begin; b < call.block_end; ++b) {
+    for (int r = 0; r < kLinearRowBlock; ++r) {
+      const int64_t row = b * kLinearRowBlock + r;
+      if (row >= w.rows) break;
+      for (int64_t m = 0; m < call.M; ++m) {
+        int32_t acc = 0;
+        for (int64_t c = 0; c < chunks; ++c) {
+          const int8_t* wr = values + ((b * chunks + c) * kLinearRowBlock + r) * kLinearChunkInt8;
+          const int8_t* xc = x + m * w.K_x + c * kLinearChunkInt8;
+          for (int j = 0; j < kLinearChunkInt8; ++j) acc += int32_t{wr[j]} * int32_t{xc[j]};
+        }
+        store_output(call, m, row, int8_output(call, m, row, acc));
+      }
+    }
+  }
+}
+
+void sparse24_i8(const LinearCall& call) {
+  const PackedLinear& w = *call.w;
+  const int64_t chunks = w.K_x / kLinearChunkInt8;
+  const auto* values = w.values.as<int8_t>();
+  const auto* meta = w.meta.as<uint32_t>();
+  const auto* x = static_cast<const int8_t*>(call.x);
+  for (int64_t b = call.block_begin; b < call.block_end; ++b) {
+    for (int r = 0; r < kLinearRowBlock; ++r) {
+      const int64_t row = b * kLinearRowBlock + r;
+      if (row >= w.rows) break;
+      for (int64_t m = 0; m < call.M; ++m) {
+        int32_t acc = 0;
+        for (int64_t c = 0; c < chunks; ++c) {
+          const int64_t record = (b * chunks + c) * kLinearRowBlock + r;
+          const int8_t* xc = x + m * w.K_x + c * kLinearChunkInt8;
+          for (int j = 0; j < 64; ++j) {
+            const int position = 32 * (j / 16) + sparse24_position(meta[record * 4 + j / 16], j % 16);
+            acc += int32_t{values[record * 64 + j]} * int32_t{xc[position]};
+          }
+        }
+        store_output(call, m, row, int8_output(call, m, row, acc));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void fill_linear(LinearKernels& slots) {
@@ -107,6 +156,8 @@ void fill_linear(LinearKernels& slots) {
   slots.sparse24_bf16 = sparse24<uint16_t>;
   slots.nm_f32 = nm<float>;
   slots.nm_bf16 = nm<uint16_t>;
+  slots.dense_i8 = dense_i8;
+  slots.sparse24_i8 = sparse24_i8;
 }
 
 }  // namespace nmkit::cpu::scalar

@@ -1,0 +1,127 @@
+// AVX2 INT8 kernels, dense and sparse24. Without VNNI, products go through vpmaddubsw, which
+// multiplies unsigned by signed bytes into saturating 16-bit pairs: |w| times x carrying w's sign
+// keeps every pair within 2 * 127 * 127 < 32767 (codes are in [-127, 127]), so nothing saturates,
+// then vpmaddwd widens to int32. sparse24 decodes 32 byte indices per step with four pdep (BMI2;
+// fast on Intel and on AMD from Zen 3) and gathers activations with two in-lane vpshufb and a blend.
+#include <immintrin.h>
+
+#include "cpu/linear_common.h"
+#include "cpu/linear_kernels.h"
+
+namespace nmkit::cpu::avx2 {
+namespace {
+
+inline int32_t reduce8(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// int32 lanes of sum over byte pairs of w * x, exactly.
+inline __m256i dot32(__m256i w_abs, __m256i w, __m256i x) {
+  const __m256i pairs = _mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(x, w));
+  return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+}
+
+template <int Mc>
+inline void store_block(const LinearCall& call, int64_t m0, int64_t b, __m256i (&acc)[Mc][kLinearRowBlock]) {
+  for (int m = 0; m < Mc; ++m) {
+    for (int r = 0; r < kLinearRowBlock; ++r) {
+      const int64_t row = b * kLinearRowBlock + r;
+      if (row < call.w->rows) store_output(call, m0 + m, row, int8_output(call, m0 + m, row, reduce8(acc[m][r])));
+    }
+  }
+}
+
+template <int Mc>
+void dense_block(const LinearCall& call, int64_t b, int64_t m0) {
+  const PackedLinear& w = *call.w;
+  const int64_t chunks = w.K_x / kLinearChunkInt8;
+  const int8_t* block = w.values.as<int8_t>() + b * chunks * kLinearRowBlock * kLinearChunkInt8;
+  const int8_t* x = static_cast<const int8_t*>(call.x) + m0 * w.K_x;
+  __m256i acc[Mc][kLinearRowBlock];
+  for (auto& row : acc) for (auto& a : row) a = _mm256_setzero_si256();
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int8_t* rec = block + c * kLinearRowBlock * kLinearChunkInt8;
+    for (int q = 0; q < kLinearChunkInt8; q += 32) {
+      __m256i xs[Mc];
+      for (int m = 0; m < Mc; ++m) {
+        xs[m] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + m * w.K_x + c * kLinearChunkInt8 + q));
+      }
+      for (int r = 0; r < kLinearRowBlock; ++r) {
+        const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + r * kLinearChunkInt8 + q));
+        const __m256i wa = _mm256_abs_epi8(wv);
+        for (int m = 0; m < Mc; ++m) acc[m][r] = _mm256_add_epi32(acc[m][r], dot32(wa, wv, xs[m]));
+      }
+    }
+  }
+  store_block<Mc>(call, m0, b, acc);
+}
+
+template <int Mc>
+void sparse24_block(const LinearCall& call, int64_t b, int64_t m0) {
+  const PackedLinear& w = *call.w;
+  const int64_t chunks = w.K_x / kLinearChunkInt8;
+  const int8_t* values = w.values.as<int8_t>() + b * chunks * kLinearRowBlock * 64;
+  const uint8_t* meta = w.meta.as<uint8_t>() + b * chunks * kLinearRowBlock * 16;
+  const int8_t* x = static_cast<const int8_t*>(call.x) + m0 * w.K_x;
+  // Byte s of a 128-bit lane (16 values = 8 groups = 32 K): 4 * ((s / 2) % 4), the first K of its
+  // group within the 16 activations it is gathered from (values 0-7 from the lane's first 16, 8-15
+  // from its second 16).
+  const __m256i base = _mm256_setr_epi8(0, 0, 4, 4, 8, 8, 12, 12, 0, 0, 4, 4, 8, 8, 12, 12,
+                                        0, 0, 4, 4, 8, 8, 12, 12, 0, 0, 4, 4, 8, 8, 12, 12);
+  __m256i acc[Mc][kLinearRowBlock];
+  for (auto& row : acc) for (auto& a : row) a = _mm256_setzero_si256();
+  for (int64_t c = 0; c < chunks; ++c) {
+    for (int h = 0; h < 2; ++h) {  // 32 values = 64 K per half
+      __m256i xa[Mc], xb[Mc];
+      for (int m = 0; m < Mc; ++m) {
+        const int8_t* xp = x + m * w.K_x + c * kLinearChunkInt8 + 64 * h;
+        const __m256i p = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xp));
+        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xp + 32));
+        xa[m] = _mm256_permute2x128_si256(p, q, 0x20);  // K 0-15 | K 32-47
+        xb[m] = _mm256_permute2x128_si256(p, q, 0x31);  // K 16-31 | K 48-63
+      }
+      for (int r = 0; r < kLinearRowBlock; ++r) {
+        const int64_t record = c * kLinearRowBlock + r;
+        uint64_t fields;
+        __builtin_memcpy(&fields, meta + record * 16 + 8 * h, 8);
+        // Field s (2 bits at 2s) to byte s.
+        const uint64_t spread = 0x0303030303030303ull;
+        const __m256i idx = _mm256_add_epi8(
+            _mm256_setr_epi64x(static_cast<long long>(_pdep_u64(fields & 0xFFFF, spread)),
+                               static_cast<long long>(_pdep_u64((fields >> 16) & 0xFFFF, spread)),
+                               static_cast<long long>(_pdep_u64((fields >> 32) & 0xFFFF, spread)),
+                               static_cast<long long>(_pdep_u64(fields >> 48, spread))),
+            base);
+        const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(values + record * 64 + 32 * h));
+        const __m256i wa = _mm256_abs_epi8(wv);
+        for (int m = 0; m < Mc; ++m) {
+          const __m256i gathered =
+              _mm256_blend_epi32(_mm256_shuffle_epi8(xa[m], idx), _mm256_shuffle_epi8(xb[m], idx), 0xCC);
+          acc[m][r] = _mm256_add_epi32(acc[m][r], dot32(wa, wv, gathered));
+        }
+      }
+    }
+  }
+  store_block<Mc>(call, m0, b, acc);
+}
+
+template <void (*Block1)(const LinearCall&, int64_t, int64_t), void (*Block2)(const LinearCall&, int64_t, int64_t)>
+void run(const LinearCall& call) {
+  for (int64_t b = call.block_begin; b < call.block_end; ++b) {
+    int64_t m = 0;
+    for (; m + 2 <= call.M; m += 2) Block2(call, b, m);
+    if (m < call.M) Block1(call, b, m);
+  }
+}
+
+}  // namespace
+
+void fill_linear_int8(LinearKernels& slots) {
+  slots.dense_i8 = run<dense_block<1>, dense_block<2>>;
+  slots.sparse24_i8 = run<sparse24_block<1>, sparse24_block<2>>;
+}
+
+}  // namespace nmkit::cpu::avx2

@@ -1,0 +1,190 @@
+// INT8 linear kernels of the active tier against the scalar reference (src/ref/linear_ref.h), bit for
+// bit: dense, sparse24, and slid (SlideSparse) weights whose activations are lifted while quantized.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "nmkit/format.h"
+#include "nmkit/linear.h"
+#include "nmkit/quant.h"
+#include "nmkit/slide.h"
+#include "ref/linear_ref.h"
+#include "util/random.h"
+
+namespace nmkit::test {
+namespace {
+
+struct Shape3 {
+  int64_t M, K, rows;
+};
+
+// Every M in {1,2,3,5,16,17,64,300}, K in {4,36,100,1000,4097}, rows in {1,7,64,129}.
+const std::vector<Shape3>& shapes() {
+  static const std::vector<Shape3> list{
+      {1, 4, 1},     {2, 36, 7},     {3, 100, 64},  {5, 1000, 129}, {16, 4097, 7},  {17, 36, 129},
+      {64, 1000, 7}, {300, 100, 64}, {1, 4097, 129}, {16, 4, 64},   {3, 4097, 1},   {300, 36, 7},
+      {17, 1000, 1}, {64, 4, 129},   {5, 100, 1},   {2, 1000, 64},  {1, 36, 64},
+  };
+  return list;
+}
+
+bool tier_available() { return active_tier().ok(); }
+
+// Random weight complying with keep:group (keep random positions per group, one in five kept
+// values zeroed).
+Tensor pruned_weight(int64_t rows, int64_t K, Pattern pattern, uint64_t seed) {
+  std::vector<float> w = random_floats(static_cast<size_t>(rows * K), seed);
+  std::mt19937_64 rng(seed ^ 0x51ED);
+  std::vector<int> order(static_cast<size_t>(pattern.group));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t g0 = 0; g0 < K; g0 += pattern.group) {
+      for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+      std::shuffle(order.begin(), order.end(), rng);
+      for (int i = 0; i < pattern.group; ++i) {
+        const int64_t k = g0 + order[static_cast<size_t>(i)];
+        if (k < K && !(i < pattern.keep && rng() % 5 != 0)) w[static_cast<size_t>(r * K + k)] = 0.0f;
+      }
+    }
+  }
+  return Tensor::from_f32(w, {rows, K});
+}
+
+enum class Form { Dense, Sparse24, Slid };
+
+void run_case(Form form, Pattern pattern, const Shape3& s, uint64_t seed, bool with_bias) {
+  const std::string what = "M=" + std::to_string(s.M) + " K=" + std::to_string(s.K) + " rows=" + std::to_string(s.rows) +
+                           " pattern=" + pattern.str() + " " + seed_trace(seed);
+  SCOPED_TRACE(what);
+  const Tensor w = pruned_weight(s.rows, s.K, pattern, seed);
+  const Tensor x = random_tensor(DType::F32, {s.M, s.K}, seed + 1, -3.0f, 3.0f);
+  LinearOptions options;
+  options.int8 = true;
+  Result<SparseLinear> layer = Error("unset");
+  if (form == Form::Dense) {
+    layer = SparseLinear::dense(w.view(), options);
+  } else if (form == Form::Sparse24) {
+    auto packed = compress_sparse24(w.view(), "w");
+    ASSERT_TRUE(packed.ok()) << packed.error().message();
+    layer = SparseLinear::sparse24(*packed, options);
+  } else {
+    auto slid = nmkit::slide(w.view(), pattern, 32, "w");
+    ASSERT_TRUE(slid.ok()) << slid.error().message();
+    layer = SparseLinear::slid(slid->weight.view(), slid->geometry, options);
+  }
+  ASSERT_TRUE(layer.ok()) << layer.error().message();
+  std::vector<float> bias;
+  if (with_bias) {
+    bias = random_floats(static_cast<size_t>(s.rows), seed + 2);
+    ASSERT_TRUE(layer->set_bias(Tensor::from_f32(bias, {s.rows}).view()).ok());
+  }
+  // Reference: the codes of the dense weight and of the unlifted tokens (quant.h), summed exactly.
+  auto qx = quantize_tokens(x.view(), QuantType::Int8, "x");
+  auto qw = quantize_weights(w.view(), QuantType::Int8, "w");
+  ASSERT_TRUE(qx.ok() && qw.ok());
+  std::vector<float> expected(static_cast<size_t>(s.M * s.rows));
+  ref_int8_linear(qx->codes.as<int8_t>(), qx->scales.as<float>(), s.M, s.K, qw->codes.as<int8_t>(),
+                  qw->scales.as<float>(), s.rows, with_bias ? bias.data() : nullptr, expected.data());
+  std::vector<float> y(expected.size(), std::numeric_limits<float>::quiet_NaN());
+  ASSERT_TRUE(layer->apply(x.as<float>(), s.M, y.data()).ok());
+  int failures = 0;
+  bool any_nonzero = false;
+  for (size_t i = 0; i < y.size(); ++i) {
+    any_nonzero |= expected[i] != 0.0f;
+    if (std::memcmp(&y[i], &expected[i], 4) != 0 && ++failures <= 5) {
+      ADD_FAILURE() << what << " " << layer->kernel_name() << ": Y[" << i / static_cast<size_t>(s.rows) << ", "
+                    << i % static_cast<size_t>(s.rows) << "] = " << y[i] << ", reference " << expected[i];
+    }
+  }
+  EXPECT_EQ(failures, 0);
+  EXPECT_TRUE(any_nonzero) << "an all-zero reference cannot detect unwritten outputs";
+}
+
+TEST(LinearInt8, DenseBitExact) {
+  if (!tier_available()) GTEST_SKIP() << "tier not supported here";
+  uint64_t seed = 5000;
+  for (const auto& s : shapes()) {
+    ++seed;
+    run_case(Form::Dense, {3, 4}, s, seed, seed % 3 == 0);
+  }
+}
+
+TEST(LinearInt8, Sparse24BitExact) {
+  if (!tier_available()) GTEST_SKIP() << "tier not supported here";
+  uint64_t seed = 6000;
+  for (const auto& s : shapes()) {
+    ++seed;
+    run_case(Form::Sparse24, {2, 4}, s, seed, seed % 3 == 0);
+  }
+}
+
+TEST(LinearInt8, SlidBitExact) {
+  if (!tier_available()) GTEST_SKIP() << "tier not supported here";
+  uint64_t seed = 7000;
+  const std::vector<Pattern> patterns{{6, 8}, {4, 6}, {8, 10}, {2, 4}, {3, 8}};
+  size_t i = 0;
+  for (const auto& pattern : patterns) {
+    for (size_t j = i % 2; j < shapes().size(); j += 2) {
+      ++seed;
+      run_case(Form::Slid, pattern, shapes()[j], seed, seed % 2 == 0);
+    }
+    ++i;
+  }
+}
+
+TEST(LinearInt8, LargestCodesDoNotOverflow) {
+  // All codes at +-127 with K = 4097: |sum| = 127 * 127 * 4097, and the VNNI form adds 128 * 127 * K.
+  if (!tier_available()) GTEST_SKIP() << "tier not supported here";
+  const int64_t rows = 5, K = 4097, M = 2;
+  std::vector<float> wv(static_cast<size_t>(rows * K)), xv(static_cast<size_t>(M * K));
+  for (size_t i = 0; i < wv.size(); ++i) wv[i] = (i % 4 < 2) ? ((i / 7) % 2 ? 1.0f : -1.0f) : 0.0f;
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = (i / 3) % 2 ? 2.0f : -2.0f;
+  const Tensor w = Tensor::from_f32(wv, {rows, K}), x = Tensor::from_f32(xv, {M, K});
+  LinearOptions options;
+  options.int8 = true;
+  auto packed = compress_sparse24(w.view(), "w");
+  ASSERT_TRUE(packed.ok());
+  auto sparse = SparseLinear::sparse24(*packed, options);
+  auto dense = SparseLinear::dense(w.view(), options);
+  ASSERT_TRUE(sparse.ok() && dense.ok());
+  auto qx = quantize_tokens(x.view(), QuantType::Int8, "x");
+  auto qw = quantize_weights(w.view(), QuantType::Int8, "w");
+  ASSERT_TRUE(qx.ok() && qw.ok());
+  std::vector<float> expected(static_cast<size_t>(M * rows));
+  ref_int8_linear(qx->codes.as<int8_t>(), qx->scales.as<float>(), M, K, qw->codes.as<int8_t>(), qw->scales.as<float>(),
+                  rows, nullptr, expected.data());
+  for (const SparseLinear* layer : {&*sparse, &*dense}) {
+    std::vector<float> y(expected.size(), std::numeric_limits<float>::quiet_NaN());
+    ASSERT_TRUE(layer->apply(x.as<float>(), M, y.data()).ok());
+    for (size_t i = 0; i < y.size(); ++i) EXPECT_EQ(y[i], expected[i]) << layer->kernel_name() << " output " << i;
+  }
+}
+
+TEST(LinearInt8, Errors) {
+  if (!tier_available()) GTEST_SKIP() << "tier not supported here";
+  LinearOptions options;
+  options.int8 = true;
+  const Tensor wide = Tensor::zeros(DType::F32, {1, 65537});
+  EXPECT_FALSE(SparseLinear::dense(wide.view(), options).ok());  // int32 sums could overflow
+  const Tensor w = pruned_weight(3, 16, {2, 4}, 1);
+  auto nm = compress_nm(w.view(), {2, 4}, "w");
+  ASSERT_TRUE(nm.ok());
+  EXPECT_FALSE(SparseLinear::nm(*nm, options).ok());
+  auto slid = nmkit::slide(pruned_weight(3, 16, {6, 8}, 2).view(), Pattern{6, 8}, 32, "w");
+  ASSERT_TRUE(slid.ok());
+  const Tensor cut = Tensor::zeros(DType::F32, {3, 8});
+  EXPECT_FALSE(SparseLinear::slid(cut.view(), slid->geometry, options).ok());
+  auto layer = SparseLinear::slid(slid->weight.view(), slid->geometry, options);
+  ASSERT_TRUE(layer.ok()) << layer.error().message();
+  EXPECT_EQ(layer->K(), 16);
+  std::vector<float> x(16, 1.0f), y(3);
+  x[5] = std::numeric_limits<float>::infinity();
+  EXPECT_FALSE(layer->apply(x.data(), 1, y.data()).ok());  // the quantizer rejects infinities
+}
+
+}  // namespace
+}  // namespace nmkit::test
