@@ -1,5 +1,6 @@
 // Fills the quantization slots per tier, builds the lifting gather tables, and holds the baseline
 // helpers that every tier may call (compiled without tier flags).
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -76,12 +77,30 @@ const LiftTable& lift_table(int N) {
   return entry.table;
 }
 
-int64_t quant_scratch_bytes(const LiftTable* table, int64_t K, int64_t cols) {
-  if (table == nullptr) return K + 128;
-  // A vector starting at output column j0 reads from at most lifted_source(j0) <= (j0 / out_group
-  // + 1) * in_group, 64 bytes on.
+int64_t quant_codes_bytes(const LiftTable* table, int64_t K, int64_t cols) {
+  // A 64-byte load at any of cols output columns (a plain copy reads codes [0, cols + 64)).
+  const int64_t copy = std::max(K, cols) + 128;
+  if (table == nullptr) return copy;
+  // A gather vector starting at output column j0 loads from at most lifted_source(j0) <=
+  // (j0 / out_group + 1) * in_group, 64 bytes on.
   const int64_t reach = (cols / table->out_group + 2) * table->in_group + 128;
-  return std::max(reach, K + 128);
+  return std::max(reach, copy);
+}
+
+namespace {
+int64_t round_up_64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
+}  // namespace
+
+int64_t quant_codes_offset(const LiftTable* table, int64_t K, int64_t cols, int buffer) {
+  return buffer * round_up_64(quant_codes_bytes(table, K, cols));
+}
+
+int64_t quant_staging_offset(const LiftTable* table, int64_t K, int64_t cols, int buffer) {
+  return 2 * round_up_64(quant_codes_bytes(table, K, cols)) + buffer * round_up_64(cols + 64);
+}
+
+int64_t quant_scratch_bytes(const LiftTable* table, int64_t K, int64_t cols) {
+  return quant_staging_offset(table, K, cols, 2);
 }
 
 float abs_bits_to_f32(DType dtype, uint32_t bits) {

@@ -42,8 +42,13 @@ struct LiftTable {
 // Built once per N (2 <= N <= 32) and kept for the process.
 const LiftTable& lift_table(int N);
 
-// Bytes of scratch a kernel needs per thread: the row's codes plus the zeros a gather may read past
-// K, for `cols` output columns.
+// Scratch a kernel needs per thread, for `cols` output columns. Layout: two codes regions (buffer i
+// at quant_codes_offset(i)) of quant_codes_bytes() each: a row's K codes, then zeros that a gather or
+// a 64-byte copy of cols codes may read past K; then two staging regions of cols + 64 bytes (a
+// lifted row on its way to a streaming copy). Two of each let a kernel pipeline consecutive rows.
+int64_t quant_codes_bytes(const LiftTable* table, int64_t K, int64_t cols);
+int64_t quant_codes_offset(const LiftTable* table, int64_t K, int64_t cols, int buffer);
+int64_t quant_staging_offset(const LiftTable* table, int64_t K, int64_t cols, int buffer);
 int64_t quant_scratch_bytes(const LiftTable* table, int64_t K, int64_t cols);
 
 // One call quantizes rows [begin, end) of src.
@@ -58,6 +63,10 @@ struct QuantRowsArgs {
   std::byte* dst = nullptr;
   int64_t dst_stride = 0;           // bytes between rows of codes
   float* scales = nullptr;
+  // Write the codes with non-temporal stores: for outputs far larger than the caches, where the
+  // read-for-ownership of ordinary stores would add a read of every output line (the codes are
+  // then not in cache for the next layer either way).
+  bool stream = false;
 };
 
 // Quantizes rows [begin, end). scratch: quant_scratch_bytes() bytes owned by the calling thread.

@@ -1,9 +1,10 @@
 // Public quantization calls: validate once, allocate, split rows over the thread pool and run the
 // active tier's kernel (src/cpu/*/quant_rows.cc).
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -75,7 +76,7 @@ Result<Quantized> quantize_alloc(const cpu::QuantKernels& kernels, const TensorV
 
 Status quantize_rows_with(const cpu::QuantKernels& kernels, const TensorView& x, QuantType type,
                           const SlideGeometry* lift, std::byte* codes, int64_t codes_stride,
-                          float* scales, std::string_view name) {
+                          float* scales, std::string_view name, StreamStores stream) {
   NMKIT_TRY(check_input(x, name));
   const int64_t K = x.cols();
   const cpu::LiftTable* table = nullptr;
@@ -106,22 +107,37 @@ Status quantize_rows_with(const cpu::QuantKernels& kernels, const TensorView& x,
   args.dst = codes;
   args.dst_stride = codes_stride;
   args.scales = scales;
+  args.stream = stream == StreamStores::Always;
 
   const auto scratch_bytes = static_cast<size_t>(cpu::quant_scratch_bytes(table, K, cols));
-  // About 16 KiB of input per grain: enough work to pay for waking a worker.
-  const int64_t grain = std::max<int64_t>(1, 16384 / (K * static_cast<int64_t>(dtype_size(x.dtype))));
-  std::mutex mutex;
-  int64_t bad_row = -1;
-  parallel_for(x.rows(), grain, [&](int64_t begin, int64_t end) {
+  // Blocks of about 64 KiB of input (at least 4 rows, so a kernel's row pipeline fills), taken by
+  // the pool's threads from a shared counter: a thread that is preempted or slowed by a neighbour
+  // holds up one block, not a fixed half of the rows.
+  const int64_t row_bytes = K * static_cast<int64_t>(dtype_size(x.dtype));
+  const int64_t block = std::max<int64_t>(4, 65536 / row_bytes);
+  const int64_t blocks = (x.rows() + block - 1) / block;
+  std::atomic<int64_t> next_block{0};
+  std::atomic<int64_t> bad_row{-1};
+  const auto worker = [&](int64_t, int64_t) {
+    // 64-byte aligned, so the kernels' full-vector stores into scratch never split a cache line.
     thread_local std::vector<std::byte> scratch;
-    if (scratch.size() < scratch_bytes) scratch.resize(scratch_bytes);
-    const int64_t bad = kernels.quantize_rows(args, begin, end, scratch.data());
-    if (bad >= 0) {
-      std::lock_guard<std::mutex> lock(mutex);
-      if (bad_row < 0 || bad < bad_row) bad_row = bad;
+    if (scratch.size() < scratch_bytes + 64) scratch.resize(scratch_bytes + 64);
+    const auto address = reinterpret_cast<uintptr_t>(scratch.data());
+    std::byte* aligned = scratch.data() + ((64 - address % 64) % 64);
+    for (int64_t b = next_block.fetch_add(1); b < blocks; b = next_block.fetch_add(1)) {
+      const int64_t bad = kernels.quantize_rows(args, b * block, std::min(x.rows(), (b + 1) * block), aligned);
+      if (bad < 0) continue;
+      int64_t seen = bad_row.load();
+      while ((seen < 0 || bad < seen) && !bad_row.compare_exchange_weak(seen, bad)) {
+      }
     }
-  });
-  if (bad_row >= 0) return nonfinite_error(x, bad_row, name);
+  };
+  if (blocks <= 1) {
+    worker(0, 1);
+  } else {
+    parallel_for(std::min<int64_t>(blocks, thread_count()), 1, worker);
+  }
+  if (bad_row.load() >= 0) return nonfinite_error(x, bad_row.load(), name);
   return ok_status();
 }
 

@@ -60,10 +60,12 @@ struct Case {
   QuantType type;
   int64_t M, K;
   std::optional<SlideGeometry> lift;
+  StreamStores stream = StreamStores::Never;
   std::string str() const {
     return std::string(tier_name(tier)) + " " + std::string(dtype_name(dtype)) + " " +
            std::string(quant_type_name(type)) + " M=" + std::to_string(M) + " K=" + std::to_string(K) +
-           (lift ? " lift " + lift->pattern.str() + " align " + std::to_string(lift->align) : "");
+           (lift ? " lift " + lift->pattern.str() + " align " + std::to_string(lift->align) : "") +
+           (stream == StreamStores::Always ? " streaming" : "");
   }
 };
 
@@ -77,7 +79,7 @@ void run_case(const Case& c, uint64_t seed) {
   const SlideGeometry* lift = c.lift ? &*c.lift : nullptr;
   Status status = quantize_rows_with(cpu::kernels_for(c.tier).quant, x.view(), c.type, lift,
                                      reinterpret_cast<std::byte*>(codes.data()), stride,
-                                     scales.data(), "x");
+                                     scales.data(), "x", c.stream);
   ASSERT_TRUE(status.ok()) << status.error().message();
   const Quantized expected = ref_quantize(x.view(), c.type, lift);
   const auto* want = expected.codes.as<uint8_t>();
@@ -114,8 +116,10 @@ TEST(Quantize, EveryTierMatchesReference) {
                 ASSERT_TRUE(g.ok());
                 lift = *g;
               }
-              run_case(Case{tier, dtype, type, 7, K, lift}, ++seed);
-              if (HasFatalFailure()) return;
+              for (StreamStores stream : {StreamStores::Never, StreamStores::Always}) {
+                run_case(Case{tier, dtype, type, 7, K, lift, stream}, ++seed);
+                if (HasFatalFailure()) return;
+              }
             }
           }
         }
@@ -132,6 +136,7 @@ TEST(Quantize, ManyTokensUseEveryThread) {
   for (IsaTier tier : tiers) {
     run_case(Case{tier, DType::BF16, QuantType::Int8, 301, 1000, *g}, 77);
     run_case(Case{tier, DType::F32, QuantType::E4M3, 300, 257, std::nullopt}, 78);
+    run_case(Case{tier, DType::F16, QuantType::E4M3, 301, 1000, *g, StreamStores::Always}, 79);
   }
 }
 

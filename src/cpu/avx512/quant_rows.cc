@@ -118,10 +118,18 @@ __m128i encode16(__m512 v) {
 }
 
 template <DType D, QuantType T>
-void quantize_row(const std::byte* src, int64_t K, float inv, uint8_t* dst) {
+// `next`: the following row of the chunk (or null), prefetched while this one is converted from L1, so
+// that memory keeps streaming during the arithmetic (the absmax pass then finds it in cache).
+void quantize_row(const std::byte* src, int64_t K, float inv, uint8_t* dst, const std::byte* next) {
   const __m512 vinv = _mm512_set1_ps(inv);
   int64_t k = 0;
+  constexpr int64_t size = D == DType::F32 ? 4 : 2;
   for (; k + 64 <= K; k += 64) {
+    if (next != nullptr) {
+      for (int64_t line = 0; line < 64 * size; line += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(next + k * size + line), _MM_HINT_T0);
+      }
+    }
     const __m128i c0 = encode16<T>(_mm512_mul_ps(load16<D, false>(src, k, 0), vinv));
     const __m128i c1 = encode16<T>(_mm512_mul_ps(load16<D, false>(src, k + 16, 0), vinv));
     const __m128i c2 = encode16<T>(_mm512_mul_ps(load16<D, false>(src, k + 32, 0), vinv));
@@ -163,39 +171,69 @@ void gather_row(const LiftPhases& phases, const uint8_t* codes, uint8_t* dst, in
   }
 }
 
+// n codes from src to dst: the 64-byte lines wholly inside dst with non-temporal stores, the partial
+// lines at either end with masked ordinary stores (src has 64 readable bytes past n).
+void stream_row(uint8_t* dst, const uint8_t* src, int64_t n) {
+  const auto misalign = static_cast<int64_t>(reinterpret_cast<uintptr_t>(dst) & 63);
+  int64_t i = misalign == 0 ? 0 : (64 - misalign < n ? 64 - misalign : n);
+  if (i > 0) _mm512_mask_storeu_epi8(dst, (1ull << i) - 1, _mm512_loadu_si512(src));
+  for (; i + 64 <= n; i += 64) {
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + i), _mm512_loadu_si512(src + i));
+  }
+  if (i < n) _mm512_mask_storeu_epi8(dst + i, (1ull << (n - i)) - 1, _mm512_loadu_si512(src + i));
+}
+
 template <DType D, QuantType T>
 int64_t rows_impl(const QuantRowsArgs& args, int64_t begin, int64_t end, std::byte* scratch) {
   constexpr float qmax = T == QuantType::Int8 ? 127.0f : 448.0f;
   const uint32_t nonfinite = D == DType::F32 ? 0x7F800000u : (D == DType::BF16 ? 0x7F80u : 0x7C00u);
   const bool gather = args.lift != nullptr && args.lift->N > 2;
-  auto* codes = reinterpret_cast<uint8_t*>(scratch);
-  const int64_t scratch_bytes = quant_scratch_bytes(args.lift, args.K, args.cols);
-  if (gather) std::memset(codes + args.K, 0, static_cast<size_t>(scratch_bytes - args.K));
-  for (int64_t m = begin; m < end; ++m) {
+  const bool staged = gather || args.stream;  // codes go through scratch rather than straight to dst
+  const int64_t codes_bytes = quant_codes_bytes(args.lift, args.K, args.cols);
+  uint8_t* codes[2];
+  uint8_t* staging[2];
+  for (int i = 0; i < 2; ++i) {
+    codes[i] = reinterpret_cast<uint8_t*>(scratch + quant_codes_offset(args.lift, args.K, args.cols, i));
+    staging[i] = reinterpret_cast<uint8_t*>(scratch + quant_staging_offset(args.lift, args.K, args.cols, i));
+    if (staged) std::memset(codes[i] + args.K, 0, static_cast<size_t>(codes_bytes - args.K));
+  }
+  const auto dst_row = [&](int64_t m) { return reinterpret_cast<uint8_t*>(args.dst + m * args.dst_stride); };
+  // Staged rows run as a pipeline over two buffers: step m streams row m-2, gathers row m-1 and
+  // quantizes row m, so no load reads bytes stored in the same step (a 64-byte load spanning two
+  // recent stores cannot be forwarded from the store buffer and waits for them to retire).
+  const int64_t last = staged ? end + 2 : end;
+  for (int64_t m = begin; m < last; ++m) {
+    if (args.stream && m - 2 >= begin) {
+      const int b = static_cast<int>((m - 2) & 1);
+      stream_row(dst_row(m - 2), gather ? staging[b] : codes[b], args.cols);  // zeros past K: padding
+    }
+    if (gather && m - 1 >= begin && m - 1 < end) {
+      const int b = static_cast<int>((m - 1) & 1);
+      gather_row(args.lift->v64, codes[b], args.stream ? staging[b] : dst_row(m - 1), args.cols);
+    }
+    if (m >= end) continue;
     const std::byte* src = args.src + m * args.src_stride;
-    auto* dst = reinterpret_cast<uint8_t*>(args.dst + m * args.dst_stride);
+    uint8_t* target = staged ? codes[m & 1] : dst_row(m);
     const uint32_t bits = D == DType::F32 ? abs_bits_max_f32(src, args.K) : abs_bits_max_16(src, args.K);
     if (bits >= nonfinite) return m;
     if (bits == 0) {
-      std::memset(dst, 0, static_cast<size_t>(args.cols));
+      std::memset(target, 0, static_cast<size_t>(args.K));
       args.scales[m] = 1.0f;
-      continue;
-    }
-    const float absmax = abs_bits_to_f32(D, bits);
-    const float inv = qmax / absmax;
-    args.scales[m] = absmax / qmax;
-    uint8_t* target = gather ? codes : dst;
-    if (__builtin_isfinite(inv)) {
-      quantize_row<D, T>(src, args.K, inv, target);
     } else {
-      quantize_row_values(args, src, inv, target);
+      const float absmax = abs_bits_to_f32(D, bits);
+      const float inv = qmax / absmax;
+      args.scales[m] = absmax / qmax;
+      if (__builtin_isfinite(inv)) {
+        quantize_row<D, T>(src, args.K, inv, target, m + 1 < end ? src + args.src_stride : nullptr);
+      } else {
+        quantize_row_values(args, src, inv, target);
+      }
     }
-    if (gather) {
-      gather_row(args.lift->v64, codes, dst, args.cols);
-    } else if (args.cols > args.K) {  // 2:4 lifting: identity plus zero padding
-      std::memset(dst + args.K, 0, static_cast<size_t>(args.cols - args.K));
+    if (!staged && args.cols > args.K) {  // 2:4 lifting: identity plus zero padding
+      std::memset(target + args.K, 0, static_cast<size_t>(args.cols - args.K));
     }
   }
+  if (args.stream) _mm_sfence();  // order the non-temporal stores before the pool's completion signal
   return -1;
 }
 

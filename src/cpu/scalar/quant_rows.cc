@@ -33,8 +33,9 @@ int64_t quantize_rows(const QuantRowsArgs& args, int64_t begin, int64_t end, std
   const float qmax = quant_max(args.type);
   const bool gather = args.lift != nullptr && args.lift->N > 2;
   auto* codes = reinterpret_cast<uint8_t*>(scratch);
-  const int64_t scratch_bytes = quant_scratch_bytes(args.lift, args.K, args.cols);
-  std::memset(codes + args.K, 0, static_cast<size_t>(scratch_bytes - args.K));
+  // The scalar tier ignores args.stream: it exists for the SIMD tiers' bandwidth.
+  const int64_t codes_bytes = quant_codes_bytes(args.lift, args.K, args.cols);
+  std::memset(codes + args.K, 0, static_cast<size_t>(codes_bytes - args.K));
   for (int64_t m = begin; m < end; ++m) {
     const std::byte* src = args.src + m * args.src_stride;
     auto* dst = reinterpret_cast<uint8_t*>(args.dst + m * args.dst_stride);

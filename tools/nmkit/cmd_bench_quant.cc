@@ -1,0 +1,103 @@
+// `nmkit bench quant`: fused quantize+lift vs plain per-token quantization (issue 3).
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "nmkit/command.h"
+#include "nmkit/pattern.h"
+#include "nmkit/quant.h"
+
+#if NMKIT_HAVE_BENCH
+#include "quant_bench.h"
+#endif
+
+namespace nmkit::cli {
+namespace {
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+bool parse_sizes(const std::string& text, const char* option, std::vector<int64_t>& out) {
+  out.clear();
+  for (const auto& item : split_list(text)) {
+    char* end = nullptr;
+    const long long value = std::strtoll(item.c_str(), &end, 10);
+    if (value < 1 || end == nullptr || *end != '\0') {
+      std::fprintf(stderr, "nmkit: %s '%s' is not a positive integer\n", option, item.c_str());
+      return false;
+    }
+    out.push_back(value);
+  }
+  return true;
+}
+
+const bool registered = register_command({
+    "bench quant",
+    "Fused quantize+lift vs plain per-token quantization (INT8, FP8) with the copy bandwidth",
+    51,
+    [](CLI::App& app) -> std::function<int()> {
+      struct Args {
+        std::string m = "1,16,256,4096", k = "4096,11008", dtype = "int8,e4m3", pattern = "2:4,4:6,6:8,8:10";
+        int align = 32;
+        double min_seconds = 0.1;
+        std::string json;
+      };
+      auto args = std::make_shared<Args>();
+      app.add_option("--m", args->m, "Tokens, comma-separated")->capture_default_str();
+      app.add_option("--k", args->k, "Input features, comma-separated")->capture_default_str();
+      app.add_option("--dtype", args->dtype, "int8, e4m3")->capture_default_str();
+      app.add_option("--pattern", args->pattern, "keep:2N patterns to lift for")->capture_default_str();
+      app.add_option("--align", args->align, "K' alignment")->capture_default_str();
+      app.add_option("--min-seconds", args->min_seconds, "Timed seconds per kernel (after warm-up)")
+          ->capture_default_str();
+      app.add_option("--json", args->json, "Write the records as a JSON list to FILE");
+      return [args]() -> int {
+#if NMKIT_HAVE_BENCH
+        bench::QuantBenchOptions options;
+        if (!parse_sizes(args->m, "--m", options.Ms) || !parse_sizes(args->k, "--k", options.Ks)) return 2;
+        options.types.clear();
+        for (const auto& d : split_list(args->dtype)) {
+          const auto type = quant_type_from_name(d);
+          if (!type) {
+            std::fprintf(stderr, "nmkit: --dtype '%s' is not int8 or e4m3\n", d.c_str());
+            return 2;
+          }
+          options.types.push_back(*type);
+        }
+        options.patterns.clear();
+        for (const auto& p : split_list(args->pattern)) {
+          auto pattern = Pattern::parse(p);
+          if (!pattern.ok() || !pattern->slidable()) {
+            std::fprintf(stderr, "nmkit: --pattern '%s' is not a slidable keep:2N pattern\n", p.c_str());
+            return 2;
+          }
+          options.patterns.push_back(*pattern);
+        }
+        if (args->align < 4 || args->align % 4 != 0) {
+          std::fprintf(stderr, "nmkit: --align %d is not a positive multiple of 4\n", args->align);
+          return 2;
+        }
+        options.align = args->align;
+        options.min_seconds = args->min_seconds;
+        options.json_path = args->json;
+        return bench::run_quant_bench(options);
+#else
+        std::fprintf(stderr, "nmkit bench quant: built without the benchmarks (NMKIT_BUILD_BENCH=OFF)\n");
+        return 1;
+#endif
+      };
+    },
+});
+
+}  // namespace
+}  // namespace nmkit::cli
