@@ -311,6 +311,9 @@ def make_checkpoint(rng, group):
         ("model.layers.2.tiny.weight", "BF16", [1, 1], "ties"),
         ("model.layers.2.short.weight", "F16", [4, 3], "ties"),
         ("model.layers.3.zero.weight", "F32", [2, 9], "zeros"),
+        # Large enough that nmkit splits the rows over several threads and blocks.
+        ("model.layers.4.mlp.gate_proj.weight", "BF16", [130, 1001], "ties"),
+        ("model.layers.4.mlp.up_proj.weight", "F32", [67, 2053], "normal"),
         ("model.embed_tokens.weight", "F32", [10, 8], "normal"),
         ("model.layers.0.input_layernorm.weight", "F32", [29], "normal"),
         ("model.layers.0.scale.weight", "F16", [3, 5, 2], "ties"),
