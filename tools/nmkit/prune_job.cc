@@ -281,11 +281,11 @@ Result<PruneOutcome> run_prune_job(const PruneJob& job) {
     };
   }
 
-  WriteOptions options;
+  WriteOptions write_settings;
   if (job.on_tensor) {
-    options.on_tensor = [&job](size_t i, size_t n, const OutputTensor& t) { job.on_tensor(i, n, t.name); };
+    write_settings.on_tensor = [&job](size_t i, size_t n, const OutputTensor& t) { job.on_tensor(i, n, t.name); };
   }
-  NMKIT_TRY(write_safetensors(job.output, outputs, metadata, options));
+  NMKIT_TRY(write_safetensors(job.output, outputs, metadata, write_settings));
 
   for (const auto& item : items) {
     outcome.total += item->result.sums;
