@@ -1,6 +1,6 @@
 // N:M pruning (design.md section 2): scores, selection, tail groups and bad values, multithreaded
 // over rows. Rows are processed in blocks of whole groups so the converted weights, keys and
-// outputs of a block stay in L1; nothing is allocated per element or per row.
+// flags of a block stay in cache; nothing is allocated per element or per row.
 #include "nmkit/prune.h"
 
 #include <algorithm>
@@ -27,7 +27,7 @@ using prune_detail::abs_key;
 using prune_detail::score_key;
 using prune_detail::select_group;
 
-// Elements per block: 2048 f32 weights, keys and outputs use ~40 KB of scratch.
+// Elements per block: with keys, flags and converted inputs, about 50 KB of scratch per thread.
 constexpr int64_t kBlockTarget = 2048;
 
 std::string value_str(float v) {

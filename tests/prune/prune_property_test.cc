@@ -168,6 +168,28 @@ TEST(PruneProperty, GradientScoresRoundInFloat32) {
   }
 }
 
+// Norms are L2 norms in practice, but a negative (or -0) norm must still order scores as floats do:
+// negative scores below zero ones, -0 equal to +0 and decided by |w|.
+TEST(PruneProperty, WandaWithNegativeAndSignedZeroNorms) {
+  const uint64_t seed = 8080;
+  SCOPED_TRACE(test::seed_trace(seed));
+  const int64_t rows = 37, K = 203;
+  const std::vector<float> wv = test::random_small_ints(rows * K, seed, -3, 3);
+  std::vector<float> av = test::random_small_ints(K, seed + 1, -2, 2);
+  for (int64_t k = 0; k < K; k += 5) av[k] = -0.0f;
+  const Tensor w = Tensor::from_f32(wv, {rows, K});
+  const Tensor a = Tensor::from_f32(av, {K});
+  const TensorView aview = a.view();
+  ScoreInputs in;
+  in.act_norms = &aview;
+  for (const Pattern& p : patterns()) {
+    auto got = prune(w.view(), p, PruneMethod::Wanda, in);
+    ASSERT_TRUE(got.ok());
+    const auto kept = oracle_kept(wv, rows, K, p, PruneMethod::Wanda, nullptr, &av);
+    EXPECT_EQ(test::first_bit_difference(got->pruned, oracle_masked(w.view(), kept)), -1) << p.str();
+  }
+}
+
 TEST(PruneProperty, EmptyTensorsGiveEmptySums) {
   for (Shape shape : {Shape{0, 8}, Shape{5, 0}}) {
     const Tensor w = Tensor::zeros(DType::F32, shape);
