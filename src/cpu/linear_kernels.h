@@ -75,6 +75,10 @@ struct LinearCall {
   int64_t ldy = 0;
   int64_t block_begin = 0;
   int64_t block_end = 0;
+  // Dense kernels only: when set, the weights of the (single) row block come from this decompressed
+  // tile in the dense block layout (f32 for the f32 kernel, int8 for the int8 kernel) instead of
+  // w->values; w still supplies rows, K_x, bias and the int8 row scales and sums.
+  const void* tile = nullptr;
 };
 
 using LinearFn = void (*)(const LinearCall& call);
@@ -102,6 +106,13 @@ void fill_linear(LinearKernels& slots);
 void fill_linear_nm(LinearKernels& slots);
 void fill_linear_int8(LinearKernels& slots);
 }  // namespace avx512
+
+// Decompresses row block b of a sparse (or bf16) packed weight into `tile` in the dense block layout
+// (f32 for f32/bf16 weights, int8 for int8): K_x/32 (int8: K_x/128) chunks of 4 rows. Portable code:
+// its cost is shared by all the tokens of a call.
+void decompress_block(const PackedLinear& w, int64_t b, void* tile);
+// Bytes of one tile of `w`.
+size_t tile_bytes(const PackedLinear& w);
 
 // The kernel slot a packed weight runs on (null when the tier lacks it).
 LinearFn linear_kernel_for(const LinearKernels& kernels, PackedKind kind, DType dtype);

@@ -122,6 +122,42 @@ void run_rows(cpu::LinearFn kernel, const cpu::LinearCall& call, int64_t row_blo
   });
 }
 
+// Tokens from which a call decompresses each row block into a dense tile and runs the dense
+// micro-kernel on it (design.md 8, compute-bound regime): nm (whose in-register expansion would be
+// repeated for every 4 tokens), bf16 dense (widened once instead of per 4 tokens) and INT8 sparse24
+// (vpermt2b per token costs as much as a second VNNI). Slid INT8 keeps the 2:4 kernel, which executes
+// (N-1)/N of the dense products where a tile over K_prime would execute 2(N-1)/N. Below this many
+// tokens the scalar decompression would not be repaid.
+constexpr int64_t kTileTokens = 64;
+
+bool use_tile(const PackedLinear& w, int64_t tokens) {
+  if (tokens < kTileTokens) return false;
+  switch (w.kind) {
+    case PackedKind::NM: return true;
+    case PackedKind::Dense: return w.dtype == DType::BF16;
+    case PackedKind::Sparse24: return w.dtype == DType::I8 && !w.slide;
+  }
+  return false;
+}
+
+void run_tiles(const cpu::LinearKernels& kernels, const cpu::LinearCall& call) {
+  const PackedLinear& w = *call.w;
+  const cpu::LinearFn dense = w.dtype == DType::I8 ? kernels.dense_i8 : kernels.dense_f32;
+  const size_t bytes = cpu::tile_bytes(w);
+  parallel_for(w.row_blocks, 1, [&](int64_t begin, int64_t end) {
+    thread_local cpu::AlignedBytes tile;
+    if (tile.size < bytes) tile = cpu::AlignedBytes::zeros(bytes);
+    for (int64_t b = begin; b < end; ++b) {
+      cpu::decompress_block(w, b, tile.data.get());
+      cpu::LinearCall part = call;
+      part.block_begin = b;
+      part.block_end = b + 1;
+      part.tile = tile.data.get();
+      dense(part);
+    }
+  });
+}
+
 }  // namespace
 
 Status SparseLinear::apply(const float* x, int64_t M, float* y) const {
@@ -167,7 +203,8 @@ Status SparseLinear::apply(const float* x, int64_t M, float* y) const {
       }
       call.x = padded.data();
     }
-    run_rows(kernel, call, w.row_blocks);
+    if (use_tile(w, count)) run_tiles(cpu::kernels_for(w.tier).linear, call);
+    else run_rows(kernel, call, w.row_blocks);
   }
   return ok_status();
 }

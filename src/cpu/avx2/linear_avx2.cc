@@ -39,7 +39,8 @@ template <int Mc, class T>
 void dense_block(const LinearCall& call, int64_t b, int64_t m0) {
   const PackedLinear& w = *call.w;
   const int64_t chunks = w.K_x / kLinearChunk;
-  const T* block = w.values.as<T>() + b * chunks * kLinearRowBlock * kLinearChunk;
+  const T* block = call.tile ? static_cast<const T*>(call.tile)
+                             : w.values.as<T>() + b * chunks * kLinearRowBlock * kLinearChunk;
   const float* x = static_cast<const float*>(call.x) + m0 * w.K_x;
   __m256 acc[Mc][kLinearRowBlock];
   for (auto& row : acc) for (auto& a : row) a = _mm256_setzero_ps();

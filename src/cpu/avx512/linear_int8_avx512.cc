@@ -52,7 +52,8 @@ template <int Mc>
 void dense_block(const LinearCall& call, int64_t b, int64_t m0) {
   const PackedLinear& w = *call.w;
   const int64_t chunks = w.K_x / kLinearChunkInt8;
-  const int8_t* block = w.values.as<int8_t>() + b * chunks * kLinearRowBlock * kLinearChunkInt8;
+  const int8_t* block = call.tile ? static_cast<const int8_t*>(call.tile)
+                                  : w.values.as<int8_t>() + b * chunks * kLinearRowBlock * kLinearChunkInt8;
   const int8_t* x = static_cast<const int8_t*>(call.x) + m0 * w.K_x;
   const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
   __m512i acc[Mc][kLinearRowBlock];

@@ -28,7 +28,7 @@ void dense(const LinearCall& call) {
   const auto* values = w.values.as<T>();
   const auto* x = static_cast<const float*>(call.x);
   for (int64_t b = call.block_begin; b < call.block_end; ++b) {
-    const T* block = values + b * chunks * kLinearRowBlock * kLinearChunk;
+    const T* block = call.tile ? static_cast<const T*>(call.tile) : values + b * chunks * kLinearRowBlock * kLinearChunk;
     for (int r = 0; r < kLinearRowBlock; ++r) {
       const int64_t row = b * kLinearRowBlock + r;
       if (row >= w.rows) break;
@@ -111,7 +111,9 @@ void dense_i8(const LinearCall& call) {
       for (int64_t m = 0; m < call.M; ++m) {
         int32_t acc = 0;
         for (int64_t c = 0; c < chunks; ++c) {
-          const int8_t* wr = values + ((b * chunks + c) * kLinearRowBlock + r) * kLinearChunkInt8;
+          const int8_t* block = call.tile ? static_cast<const int8_t*>(call.tile)
+                                          : values + b * chunks * kLinearRowBlock * kLinearChunkInt8;
+          const int8_t* wr = block + (c * kLinearRowBlock + r) * kLinearChunkInt8;
           const int8_t* xc = x + m * w.K_x + c * kLinearChunkInt8;
           for (int j = 0; j < kLinearChunkInt8; ++j) acc += int32_t{wr[j]} * int32_t{xc[j]};
         }

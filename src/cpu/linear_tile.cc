@@ -1,0 +1,88 @@
+// Decompression of one row block into the dense block layout, for the compute-bound regime: with
+// many tokens per call the dense micro-kernel runs on the tile, and the decompression (a few scalar
+// operations per weight) is shared by all of them (design.md 8: a CPU can at best match dense there).
+#include <cstring>
+
+#include "cpu/linear_common.h"
+#include "cpu/linear_kernels.h"
+
+namespace nmkit::cpu {
+
+size_t tile_bytes(const PackedLinear& w) {
+  const size_t size = w.dtype == DType::I8 ? 1 : 4;
+  return static_cast<size_t>(w.K_x) * kLinearRowBlock * size;
+}
+
+namespace {
+
+float to_f32(const PackedLinear& w, const std::byte* values, int64_t i) {
+  if (w.dtype == DType::F32) {
+    float v;
+    std::memcpy(&v, values + i * 4, 4);
+    return v;
+  }
+  uint16_t bits;
+  std::memcpy(&bits, values + i * 2, 2);
+  return bf16_to_f32(bits);
+}
+
+}  // namespace
+
+void decompress_block(const PackedLinear& w, int64_t b, void* tile) {
+  std::memset(tile, 0, tile_bytes(w));
+  const std::byte* values = w.values.data.get();
+  if (w.dtype == DType::I8) {
+    NMKIT_ASSERT(w.kind == PackedKind::Sparse24);
+    const int64_t chunks = w.K_x / kLinearChunkInt8;
+    auto* out = static_cast<int8_t*>(tile);
+    const auto* v = w.values.as<int8_t>();
+    const auto* meta = w.meta.as<uint32_t>();
+    for (int64_t c = 0; c < chunks; ++c) {
+      for (int r = 0; r < kLinearRowBlock; ++r) {
+        const int64_t record = (b * chunks + c) * kLinearRowBlock + r;
+        int8_t* dst = out + (c * kLinearRowBlock + r) * kLinearChunkInt8;
+        for (int j = 0; j < 64; ++j) {
+          dst[32 * (j / 16) + sparse24_position(meta[record * 4 + j / 16], j % 16)] = v[record * 64 + j];
+        }
+      }
+    }
+    return;
+  }
+  auto* out = static_cast<float*>(tile);
+  const int64_t chunks = w.K_x / kLinearChunk;
+  switch (w.kind) {
+    case PackedKind::Dense:  // bf16 widened once instead of once per group of tokens
+      for (int64_t i = 0; i < chunks * kLinearRowBlock * kLinearChunk; ++i) {
+        out[i] = to_f32(w, values, b * chunks * kLinearRowBlock * kLinearChunk + i);
+      }
+      return;
+    case PackedKind::Sparse24: {
+      const auto* meta = w.meta.as<uint32_t>();
+      for (int64_t c = 0; c < chunks; ++c) {
+        for (int r = 0; r < kLinearRowBlock; ++r) {
+          const int64_t record = (b * chunks + c) * kLinearRowBlock + r;
+          float* dst = out + (c * kLinearRowBlock + r) * kLinearChunk;
+          for (int j = 0; j < 16; ++j) dst[sparse24_position(meta[record], j)] = to_f32(w, values, record * 16 + j);
+        }
+      }
+      return;
+    }
+    case PackedKind::NM: {
+      const auto* mask = w.meta.as<uint8_t>();
+      for (int r = 0; r < kLinearRowBlock; ++r) {
+        const int64_t row = b * kLinearRowBlock + r;
+        if (row >= w.rows) break;
+        const uint8_t* bits = mask + row * w.mask_stride;
+        int64_t next = row * w.value_stride;
+        for (int64_t k = 0; k < w.K_x; ++k) {
+          if ((bits[k >> 3] >> (k & 7)) & 1) {
+            out[(k / kLinearChunk * kLinearRowBlock + r) * kLinearChunk + k % kLinearChunk] = to_f32(w, values, next++);
+          }
+        }
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace nmkit::cpu
