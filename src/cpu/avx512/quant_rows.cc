@@ -1,9 +1,10 @@
 // Per-token quantization, plain and fused with lifting, with AVX-512 (F/BW/VL/VBMI). The float32
 // operations are those of the scalar rules (quant_kernels.h): absmax as the maximum of |x| bits, one
 // multiply by inv, round half to even, so the codes are identical to the scalar tier's.
-// Lifting: the row is quantized into scratch (L1/L2 resident: at most K bytes), then each 64 output
-// codes are one vpermb of one 64-byte load (LiftPhases), so X is read once from memory and X' written
-// once.
+// Lifting: rows are quantized into scratch (L1 resident: at most K bytes), then each 64 output codes
+// are one vpermb of one 64-byte load (LiftPhases), so X is read once from memory and X' written once.
+// Measured against making the codes in registers and permuting two 64-code chunks with vpermt2b:
+// 42 vs 36 GB/s in cache (bf16 [64, 4096] -> int8, 6:8, one thread).
 // GCC 12's AVX-512 headers fill the unused pass-through operand of unmasked intrinsics with
 // _mm512_undefined_epi32() (a self-initialised variable), which -Wuninitialized reports once inlined.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -94,12 +95,12 @@ __m512 load16(const std::byte* row, int64_t k, __mmask16 mask) {
   }
 }
 
-// 16 products to 16 codes (quant_kernels.h rules; products are finite here).
+// 16 products to 16 codes as int32 lanes (quant_kernels.h rules; products are finite here).
 template <QuantType T>
-__m128i encode16(__m512 v) {
+__m512i codes32(__m512 v) {
   if constexpr (T == QuantType::Int8) {
     v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(-127.0f)), _mm512_set1_ps(127.0f));
-    return _mm512_cvtepi32_epi8(_mm512_cvt_roundps_epi32(v, kRne));
+    return _mm512_cvt_roundps_epi32(v, kRne);
   } else {
     const __m512i bits = _mm512_castps_si512(v);
     const __m512i mag = _mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFFFF));
@@ -113,8 +114,30 @@ __m128i encode16(__m512 v) {
     const __m512 scaled = _mm512_mul_ps(_mm512_castsi512_ps(mag), _mm512_set1_ps(512.0f));
     const __m512i sub = _mm512_cvt_roundps_epi32(scaled, kRne);
     const __mmask16 small = _mm512_cmplt_epu32_mask(mag, _mm512_set1_epi32(0x3C800000));
-    return _mm512_cvtepi32_epi8(_mm512_or_si512(_mm512_mask_blend_epi32(small, normal, sub), sign));
+    return _mm512_or_si512(_mm512_mask_blend_epi32(small, normal, sub), sign);
   }
+}
+
+template <QuantType T>
+__m128i encode16(__m512 v) {
+  return _mm512_cvtepi32_epi8(codes32<T>(v));
+}
+
+// 64 products (four vectors, in order) to 64 codes: two packs and one dword permute instead of four
+// vpmovdb and three inserts. The packs work per 128-bit lane, leaving at dword 4l+s the codes
+// 4l..4l+3 of vector s; the permute moves them to dword 4s+l. Saturation changes no code (INT8 is
+// clamped to +-127 already; E4M3 codes are 0..255 and packed unsigned).
+template <QuantType T>
+__m512i encode64(__m512 v0, __m512 v1, __m512 v2, __m512 v3) {
+  const __m512i c0 = codes32<T>(v0), c1 = codes32<T>(v1), c2 = codes32<T>(v2), c3 = codes32<T>(v3);
+  __m512i packed;
+  if constexpr (T == QuantType::Int8) {
+    packed = _mm512_packs_epi16(_mm512_packs_epi32(c0, c1), _mm512_packs_epi32(c2, c3));
+  } else {
+    packed = _mm512_packus_epi16(_mm512_packus_epi32(c0, c1), _mm512_packus_epi32(c2, c3));
+  }
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  return _mm512_permutexvar_epi32(order, packed);
 }
 
 template <DType D, QuantType T>
@@ -130,15 +153,10 @@ void quantize_row(const std::byte* src, int64_t K, float inv, uint8_t* dst, cons
         _mm_prefetch(reinterpret_cast<const char*>(next + k * size + line), _MM_HINT_T0);
       }
     }
-    const __m128i c0 = encode16<T>(_mm512_mul_ps(load16<D, false>(src, k, 0), vinv));
-    const __m128i c1 = encode16<T>(_mm512_mul_ps(load16<D, false>(src, k + 16, 0), vinv));
-    const __m128i c2 = encode16<T>(_mm512_mul_ps(load16<D, false>(src, k + 32, 0), vinv));
-    const __m128i c3 = encode16<T>(_mm512_mul_ps(load16<D, false>(src, k + 48, 0), vinv));
-    __m512i out = _mm512_castsi128_si512(c0);
-    out = _mm512_inserti32x4(out, c1, 1);
-    out = _mm512_inserti32x4(out, c2, 2);
-    out = _mm512_inserti32x4(out, c3, 3);
-    _mm512_storeu_si512(dst + k, out);
+    _mm512_storeu_si512(dst + k, encode64<T>(_mm512_mul_ps(load16<D, false>(src, k, 0), vinv),
+                                             _mm512_mul_ps(load16<D, false>(src, k + 16, 0), vinv),
+                                             _mm512_mul_ps(load16<D, false>(src, k + 32, 0), vinv),
+                                             _mm512_mul_ps(load16<D, false>(src, k + 48, 0), vinv)));
   }
   for (; k + 16 <= K; k += 16) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k),
@@ -214,20 +232,21 @@ int64_t rows_impl(const QuantRowsArgs& args, int64_t begin, int64_t end, std::by
     if (m >= end) continue;
     const std::byte* src = args.src + m * args.src_stride;
     uint8_t* target = staged ? codes[m & 1] : dst_row(m);
+    const std::byte* next = m + 1 < end ? src + args.src_stride : nullptr;
     const uint32_t bits = D == DType::F32 ? abs_bits_max_f32(src, args.K) : abs_bits_max_16(src, args.K);
     if (bits >= nonfinite) return m;
     if (bits == 0) {
-      std::memset(target, 0, static_cast<size_t>(args.K));
+      std::memset(target, 0, static_cast<size_t>(staged ? args.K : args.cols));
       args.scales[m] = 1.0f;
+      continue;
+    }
+    const float absmax = abs_bits_to_f32(D, bits);
+    const float inv = qmax / absmax;
+    args.scales[m] = absmax / qmax;
+    if (__builtin_isfinite(inv)) {
+      quantize_row<D, T>(src, args.K, inv, target, next);
     } else {
-      const float absmax = abs_bits_to_f32(D, bits);
-      const float inv = qmax / absmax;
-      args.scales[m] = absmax / qmax;
-      if (__builtin_isfinite(inv)) {
-        quantize_row<D, T>(src, args.K, inv, target, m + 1 < end ? src + args.src_stride : nullptr);
-      } else {
-        quantize_row_values(args, src, inv, target);
-      }
+      quantize_row_values(args, src, inv, target);
     }
     if (!staged && args.cols > args.K) {  // 2:4 lifting: identity plus zero padding
       std::memset(target + args.K, 0, static_cast<size_t>(args.cols - args.K));
