@@ -178,7 +178,6 @@ void prune_rows(Job& job, int64_t r0, int64_t r1) {
       const E* raw = s.raw.data();
       if constexpr (sizeof(E) == 4) {
         std::memcpy(wf, wrow + c0 * esize, n * esize);  // f32: the raw bits are wf's bits
-        raw = reinterpret_cast<const E*>(wf);
       } else {
         std::memcpy(s.raw.data(), wrow + c0 * esize, n * esize);
         if (w.dtype == DType::F16) {
@@ -237,7 +236,13 @@ void prune_rows(Job& job, int64_t r0, int64_t r1) {
       // Kept elements keep their raw bits; pruned ones become all-zero bits, +0 in every dtype.
       std::byte* out = drow + c0 * esize;
       for (int64_t i = 0; i < n; ++i) {
-        const E v = raw[i] & static_cast<E>(-kept[i]);
+        E bits;
+        if constexpr (sizeof(E) == 4) {
+          bits = std::bit_cast<E>(wf[i]);
+        } else {
+          bits = raw[i];
+        }
+        const E v = bits & static_cast<E>(-kept[i]);
         std::memcpy(out + i * esize, &v, esize);
       }
     }
