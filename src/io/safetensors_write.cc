@@ -26,65 +26,87 @@
 namespace nmkit {
 namespace {
 
-using ordered_json = nlohmann::ordered_json;
-
 struct Layout {
   std::string header;              // JSON padded with spaces to a multiple of 8 bytes
   std::vector<uint64_t> begins;    // data offset of each tensor
   uint64_t data_size = 0;
 };
 
+// A JSON string literal; throws nlohmann's type_error for invalid UTF-8 (caught by plan()).
+void append_json_string(std::string& out, const std::string& text) {
+  out += nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::strict);
+}
+
 // The header in the reference implementation's form: "__metadata__" first (only when non-empty),
 // then each tensor as {"dtype", "shape", "data_offsets"} with contiguous offsets in the given order.
+// Built as text: nlohmann's ordered_json inserts by linear search, quadratic in the tensor count.
 Result<Layout> plan(const std::string& path, const std::vector<OutputTensor>& tensors, const Metadata& metadata) {
   const std::string prefix = path + ": ";
-  ordered_json header = ordered_json::object();
-  if (!metadata.empty()) {
-    ordered_json meta = ordered_json::object();
-    for (const auto& [key, value] : metadata) meta[key] = value;
-    header["__metadata__"] = std::move(meta);
-  }
   Layout layout;
   layout.begins.reserve(tensors.size());
-  std::unordered_set<std::string_view> names;
-  uint64_t offset = 0;
-  for (const OutputTensor& t : tensors) {
-    const std::string where = prefix + "tensor " + io::quote_name(t.name) + ": ";
-    if (t.name.empty()) return Error(prefix + "a tensor has an empty name");
-    if (t.name == "__metadata__") return Error(where + "the name is reserved for the metadata");
-    if (!names.insert(t.name).second) return Error(where + "listed twice");
-    uint64_t numel = 1;
-    for (const int64_t dim : t.shape) {
-      if (dim < 0) return Error(where + "shape " + shape_str(t.shape) + " has a negative entry " + std::to_string(dim));
-      if (__builtin_mul_overflow(numel, static_cast<uint64_t>(dim), &numel)) {
-        return Error(where + "shape " + shape_str(t.shape) + " overflows 64-bit element counts");
-      }
-    }
-    uint64_t bytes = 0;
-    if (numel > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
-        __builtin_mul_overflow(numel, static_cast<uint64_t>(dtype_size(t.dtype)), &bytes) ||
-        __builtin_add_overflow(offset, bytes, &bytes)) {
-      return Error(where + "shape " + shape_str(t.shape) + " overflows 64-bit byte counts");
-    }
-    if (!t.fill) return Error(where + "no fill function");
-    ordered_json entry = ordered_json::object();
-    entry["dtype"] = std::string(dtype_name(t.dtype));
-    entry["shape"] = t.shape;
-    entry["data_offsets"] = {offset, bytes};
-    header[t.name] = std::move(entry);
-    layout.begins.push_back(offset);
-    offset = bytes;
-  }
-  layout.data_size = offset;
+  std::string& header = layout.header;
+  header = "{";
   try {
-    layout.header = header.dump();
+    if (!metadata.empty()) {
+      header += "\"__metadata__\":{";
+      bool first = true;
+      for (const auto& [key, value] : metadata) {
+        if (!first) header += ',';
+        first = false;
+        append_json_string(header, key);
+        header += ':';
+        append_json_string(header, value);
+      }
+      header += '}';
+    }
+    std::unordered_set<std::string_view> names;
+    uint64_t offset = 0;
+    for (const OutputTensor& t : tensors) {
+      const std::string where = prefix + "tensor " + io::quote_name(t.name) + ": ";
+      if (t.name.empty()) return Error(prefix + "a tensor has an empty name");
+      if (t.name == "__metadata__") return Error(where + "the name is reserved for the metadata");
+      if (!names.insert(t.name).second) return Error(where + "listed twice");
+      uint64_t numel = 1;
+      for (const int64_t dim : t.shape) {
+        if (dim < 0) return Error(where + "shape " + shape_str(t.shape) + " has a negative entry " + std::to_string(dim));
+        if (__builtin_mul_overflow(numel, static_cast<uint64_t>(dim), &numel)) {
+          return Error(where + "shape " + shape_str(t.shape) + " overflows 64-bit element counts");
+        }
+      }
+      uint64_t end = 0;
+      if (numel > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
+          __builtin_mul_overflow(numel, static_cast<uint64_t>(dtype_size(t.dtype)), &end) ||
+          __builtin_add_overflow(offset, end, &end)) {
+        return Error(where + "shape " + shape_str(t.shape) + " overflows 64-bit byte counts");
+      }
+      if (!t.fill) return Error(where + "no fill function");
+      if (header.size() > 1) header += ',';
+      append_json_string(header, t.name);
+      header += ":{\"dtype\":\"";
+      header += dtype_name(t.dtype);
+      header += "\",\"shape\":[";
+      for (size_t d = 0; d < t.shape.size(); ++d) {
+        if (d > 0) header += ',';
+        header += std::to_string(t.shape[d]);
+      }
+      header += "],\"data_offsets\":[";
+      header += std::to_string(offset);
+      header += ',';
+      header += std::to_string(end);
+      header += "]}";
+      layout.begins.push_back(offset);
+      offset = end;
+      if (header.size() > io::kMaxHeaderBytes) break;  // reported below
+    }
+    layout.data_size = offset;
   } catch (const std::exception& e) {
     return Error(prefix + "tensor names and metadata must be valid UTF-8: " + io::one_line(e.what(), 200));
   }
-  layout.header.append((8 - layout.header.size() % 8) % 8, ' ');
-  if (layout.header.size() > io::kMaxHeaderBytes) {
-    return Error(prefix + "header of " + std::to_string(layout.header.size()) + " bytes exceeds the limit of " +
-                 std::to_string(io::kMaxHeaderBytes));
+  header += '}';
+  header.append((8 - header.size() % 8) % 8, ' ');
+  if (header.size() > io::kMaxHeaderBytes) {
+    return Error(prefix + "header of more than " + std::to_string(io::kMaxHeaderBytes) +
+                 " bytes exceeds the limit readers accept");
   }
   return layout;
 }

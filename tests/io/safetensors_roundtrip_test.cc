@@ -265,3 +265,36 @@ TEST(SafetensorsRoundTrip, ZeroByteTensorsShareAnOffset) {
 
 }  // namespace
 }  // namespace nmkit
+
+namespace nmkit {
+namespace {
+
+// Real checkpoints hold thousands of tensors; both directions must stay linear in the count (an
+// earlier version used parsers whose inserts were quadratic). 20000 tensors, each 1-3 elements.
+TEST(SafetensorsRoundTrip, ManyTensors) {
+  const uint64_t seed = 5;
+  SCOPED_TRACE(test::seed_trace(seed));
+  std::mt19937_64 rng(seed);
+  test::TempDir dir;
+  const int count = 20000;
+  std::vector<Tensor> tensors;
+  std::vector<OutputTensor> outputs;
+  tensors.reserve(count);
+  for (int i = 0; i < count; ++i) {
+    tensors.push_back(random_bytes_tensor(DType::U16, {static_cast<int64_t>(rng() % 4)}, rng));
+    outputs.push_back(OutputTensor::copy_of("model.layers." + std::to_string(i) + ".weight", tensors.back().view()));
+  }
+  const std::string path = dir.file("many.safetensors");
+  ASSERT_TRUE(write_safetensors(path, outputs).ok());
+  auto file = SafetensorsFile::open(path);
+  ASSERT_TRUE(file.ok()) << file.error().message();
+  ASSERT_EQ(file->tensors().size(), static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    const TensorInfo& info = file->tensors()[static_cast<size_t>(i)];
+    ASSERT_EQ(info.name, outputs[static_cast<size_t>(i)].name);
+    ASSERT_EQ(bytes_of(file->view(info)), bytes_of(tensors[static_cast<size_t>(i)].view()));
+  }
+}
+
+}  // namespace
+}  // namespace nmkit
