@@ -5,6 +5,7 @@
 #include "quant_bench.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -59,31 +60,50 @@ bool agrees(const Tensor& x, QuantType type, const SlideGeometry* lift, const st
 }
 
 struct Measured {
-  double ms = 0;
+  double ms = 0;      // median
+  double min_ms = 0;  // fastest call: what an idle machine gives when others share this one
   double bytes = 0;
   bool ok = true;
   double gbs() const { return bytes / (ms * 1e6); }
 };
 
-Measured measure(const Buffers& b, QuantType type, const SlideGeometry* lift, double min_seconds) {
+// Times plain quantization (lifts[0] == nullptr) and each fused variant in interleaved rounds (one
+// call of each per round, operands rotated per round), so that load from other processes during the
+// run falls on all of them alike and their ratios stay meaningful. Then checks each kernel's codes
+// against the reference.
+std::vector<Measured> measure(const Buffers& b, QuantType type, const std::vector<const SlideGeometry*>& lifts,
+                              double min_seconds) {
+  using Clock = std::chrono::steady_clock;
   const int64_t M = b.inputs[0].rows(), K = b.inputs[0].cols();
-  const int64_t cols = lift ? lift->K_prime : K;
-  Measured out;
-  out.bytes = static_cast<double>(M * K * 2 + M * cols + 4 * M);
   const int copies = static_cast<int>(b.inputs.size());
   float* scales = const_cast<float*>(b.scales.data());
-  const Timing t = time_median(
-      [&](int i) {
-        const int c = i % copies;
-        Status s = quantize_tokens_into(b.inputs[static_cast<size_t>(c)].view(), type, lift,
-                                        b.codes[static_cast<size_t>(c)].get(), cols, scales);
-        NMKIT_ASSERT(s.ok());
-      },
-      7, min_seconds, 2, 100000);
-  out.ms = t.median_ms;
-  // One more call on copy 0, whose codes are then checked against the reference.
-  Status s = quantize_tokens_into(b.inputs[0].view(), type, lift, b.codes[0].get(), cols, scales);
-  out.ok = s.ok() && agrees(b.inputs[0], type, lift, b.codes[0].get(), scales);
+  const auto call = [&](const SlideGeometry* lift, int c) {
+    Status s = quantize_tokens_into(b.inputs[static_cast<size_t>(c)].view(), type, lift,
+                                    b.codes[static_cast<size_t>(c)].get(), lift ? lift->K_prime : K, scales);
+    NMKIT_ASSERT(s.ok());
+  };
+  std::vector<std::vector<double>> samples(lifts.size());
+  const auto start = Clock::now();
+  for (int round = 0;; ++round) {
+    for (size_t i = 0; i < lifts.size(); ++i) {
+      const auto t0 = Clock::now();
+      call(lifts[i], round % copies);
+      if (round >= 2) samples[i].push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    if (round >= 9 && (elapsed >= min_seconds * static_cast<double>(lifts.size()) || round >= 100000)) break;
+  }
+  std::vector<Measured> out(lifts.size());
+  for (size_t i = 0; i < lifts.size(); ++i) {
+    std::sort(samples[i].begin(), samples[i].end());
+    const auto n = samples[i].size();
+    out[i].ms = n % 2 ? samples[i][n / 2] : 0.5 * (samples[i][n / 2 - 1] + samples[i][n / 2]);
+    out[i].min_ms = samples[i][0];
+    const int64_t cols = lifts[i] ? lifts[i]->K_prime : K;
+    out[i].bytes = static_cast<double>(M * K * 2 + M * cols + 4 * M);
+    call(lifts[i], 0);
+    out[i].ok = agrees(b.inputs[0], type, lifts[i], b.codes[0].get(), scales);
+  }
   return out;
 }
 
@@ -111,8 +131,8 @@ int run_quant_bench(const QuantBenchOptions& options) {
 
   nlohmann::json records = nlohmann::json::array();
   bool all_ok = true;
-  int target_rows = 0, ratio_met = 0, bandwidth_met = 0;
-  double worst_ratio = 0, worst_fraction = 1e9;
+  int target_rows = 0, ratio_met = 0, bandwidth_met = 0, ratio_met_min = 0;
+  double worst_ratio = 0, worst_fraction = 1e9, worst_ratio_min = 0, worst_gbs_min = 1e9;
   uint64_t seed = 1;
   for (int64_t K : options.Ks) {
     for (int64_t M : options.Ms) {
@@ -132,12 +152,20 @@ int run_quant_bench(const QuantBenchOptions& options) {
       }
       b.scales.assign(static_cast<size_t>(M), 0.0f);
       for (QuantType type : options.types) {
-        const Measured plain = measure(b, type, nullptr, options.min_seconds);
-        all_ok = all_ok && plain.ok;
+        std::vector<SlideGeometry> geometries;
         for (const Pattern& p : options.patterns) {
           auto g = SlideGeometry::make(p, K, options.align);
-          if (!g.ok()) continue;
-          const Measured fused = measure(b, type, &*g, options.min_seconds);
+          if (g.ok()) geometries.push_back(*g);
+        }
+        std::vector<const SlideGeometry*> lifts{nullptr};
+        for (const auto& g : geometries) lifts.push_back(&g);
+        const std::vector<Measured> times = measure(b, type, lifts, options.min_seconds);
+        const Measured& plain = times[0];
+        all_ok = all_ok && plain.ok;
+        for (size_t i = 0; i < geometries.size(); ++i) {
+          const SlideGeometry* g = &geometries[i];
+          const Pattern p = g->pattern;
+          const Measured& fused = times[i + 1];
           all_ok = all_ok && fused.ok;
           const double ratio = fused.ms / plain.ms;
           const double floor = fused.bytes / plain.bytes;
@@ -149,7 +177,8 @@ int run_quant_bench(const QuantBenchOptions& options) {
                              {"K_prime", g->K_prime}, {"plain_ms", plain.ms}, {"fused_ms", fused.ms},
                              {"plain_gbs", plain.gbs()}, {"fused_gbs", fused.gbs()}, {"ratio", ratio},
                              {"byte_ratio", floor}, {"copy_gbs", copy_gbs}, {"tier", tier_name(*tier)},
-                             {"threads", thread_count()}});
+                             {"threads", thread_count()}, {"plain_min_ms", plain.min_ms},
+                             {"fused_min_ms", fused.min_ms}});
           if (M == 4096) {
             ++target_rows;
             ratio_met += ratio <= 1.10 * floor ? 1 : 0;
@@ -157,6 +186,11 @@ int run_quant_bench(const QuantBenchOptions& options) {
             bandwidth_met += fraction >= 0.6 ? 1 : 0;
             worst_ratio = std::max(worst_ratio, ratio / floor);
             worst_fraction = std::min(worst_fraction, fraction);
+            const double ratio_min = fused.min_ms / plain.min_ms;
+            ratio_met_min += ratio_min <= 1.10 * floor ? 1 : 0;
+            worst_ratio_min = std::max(worst_ratio_min, ratio_min / floor);
+            worst_gbs_min = std::min({worst_gbs_min, plain.bytes / (plain.min_ms * 1e6),
+                                      fused.bytes / (fused.min_ms * 1e6)});
           }
         }
       }
@@ -166,6 +200,9 @@ int run_quant_bench(const QuantBenchOptions& options) {
     fmt::print("\ntargets at M=4096: fused/plain within 10% of the byte ratio in {}/{} rows (worst ratio/floor "
                "{:.3f}); plain and fused >= 60% of memcpy bandwidth in {}/{} rows (worst {:.0f}%)\n",
                ratio_met, target_rows, worst_ratio, bandwidth_met, target_rows, 100 * worst_fraction);
+    fmt::print("with the fastest call instead of the median: ratio within 10% in {}/{} rows (worst {:.3f}), "
+               "slowest kernel {:.1f} GB/s ({:.0f}% of the memcpy median)\n",
+               ratio_met_min, target_rows, worst_ratio_min, worst_gbs_min, 100 * worst_gbs_min / copy_gbs);
   }
   if (!options.json_path.empty()) {
     std::ofstream out(options.json_path);
