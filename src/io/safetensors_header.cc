@@ -185,12 +185,13 @@ Status check_coverage(const std::vector<TensorInfo>& tensors, uint64_t data_size
   uint64_t covered = 0;
   const TensorInfo* last = nullptr;  // the tensor that ends at `covered`
   for (const TensorInfo& t : tensors) {
-    const std::string where = prefix + "tensor " + quote_name(t.name) + ": data_offsets " + offsets_str(t.begin, t.end);
+    // Built only on failure: this loop runs once per tensor of every file opened.
+    const auto where = [&] { return prefix + "tensor " + quote_name(t.name) + ": data_offsets " + offsets_str(t.begin, t.end); };
     if (t.begin < covered) {
-      return Error(where + " overlap tensor " + quote_name(last->name) + " " + offsets_str(last->begin, last->end));
+      return Error(where() + " overlap tensor " + quote_name(last->name) + " " + offsets_str(last->begin, last->end));
     }
     if (t.begin > covered) {
-      return Error(where + " leave data bytes [" + std::to_string(covered) + ", " + std::to_string(t.begin) +
+      return Error(where() + " leave data bytes [" + std::to_string(covered) + ", " + std::to_string(t.begin) +
                    ") unindexed" + (last ? " after tensor " + quote_name(last->name) : std::string()));
     }
     if (t.end > covered || last == nullptr) {
