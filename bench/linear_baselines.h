@@ -32,13 +32,14 @@ class OpenBlasLinear {
   int64_t rows_, K_;
 };
 
-// oneDNN matmul with weights reordered once into the layout oneDNN prefers for this M.
+// oneDNN matmul with weights reordered once into the layout oneDNN prefers for this M (plain = false)
+// or kept in the caller's row-major layout (plain = true).
 // Types: "f32" (f32 X and W), "bf16" (bf16 X and W, f32 Y), "int8" (s8 X with one scale for the
 // tensor, s8 W with per-row scales, f32 Y).
 class OneDnnLinear {
  public:
   // w: [rows, K] as f32 values (f32/bf16: exact in the type), or int8 codes (int8: w_i8 + scales).
-  static std::unique_ptr<OneDnnLinear> make(const std::string& type, int64_t M, int64_t rows, int64_t K,
+  static std::unique_ptr<OneDnnLinear> make(const std::string& type, bool plain, int64_t M, int64_t rows, int64_t K,
                                             const float* w_f32, const int8_t* w_i8, const float* w_scales);
   virtual ~OneDnnLinear() = default;
   // x: f32 for "f32", bf16 bits for "bf16", int8 codes for "int8" (x_scale used for int8 only).

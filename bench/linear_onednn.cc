@@ -20,13 +20,15 @@ using tag = dnnl::memory::format_tag;
 
 class Impl final : public OneDnnLinear {
  public:
-  Impl(const std::string& type, int64_t M, int64_t rows, int64_t K, const float* w_f32, const int8_t* w_i8,
-       const float* w_scales)
+  Impl(const std::string& type, bool plain, int64_t M, int64_t rows, int64_t K, const float* w_f32,
+       const int8_t* w_i8, const float* w_scales)
       : eng_(dnnl::engine::kind::cpu, 0), stream_(eng_), int8_(type == "int8"), rows_(rows) {
     const dt src_type = type == "f32" ? dt::f32 : type == "bf16" ? dt::bf16 : dt::s8;
     const dt wei_type = type == "f32" ? dt::f32 : type == "bf16" ? dt::bf16 : dt::s8;
     const dnnl::memory::desc src_md({M, K}, src_type, tag::ab);
-    const dnnl::memory::desc wei_any({K, rows}, wei_type, tag::any);
+    // "any" lets oneDNN reorder W into its blocked layout (brgemm); the plain layout keeps W as given
+    // (oneDNN then picks its gemm/gemv path, which can be faster for a single token).
+    const dnnl::memory::desc wei_any({K, rows}, wei_type, plain ? tag::ba : tag::any);
     const dnnl::memory::desc dst_md({M, rows}, dt::f32, tag::ab);
     dnnl::primitive_attr attr;
     if (int8_) attr.set_output_scales(1 << 1, {DNNL_RUNTIME_F32_VAL});  // one scale per output column
@@ -91,17 +93,18 @@ class Impl final : public OneDnnLinear {
 
 }  // namespace
 
-std::unique_ptr<OneDnnLinear> OneDnnLinear::make(const std::string& type, int64_t M, int64_t rows, int64_t K,
-                                                 const float* w_f32, const int8_t* w_i8, const float* w_scales) {
+std::unique_ptr<OneDnnLinear> OneDnnLinear::make(const std::string& type, bool plain, int64_t M, int64_t rows,
+                                                 int64_t K, const float* w_f32, const int8_t* w_i8,
+                                                 const float* w_scales) {
   try {
-    return std::make_unique<Impl>(type, M, rows, K, w_f32, w_i8, w_scales);
+    return std::make_unique<Impl>(type, plain, M, rows, K, w_f32, w_i8, w_scales);
   } catch (const dnnl::error&) {
     return nullptr;  // this type is not implemented on this machine
   }
 }
 #else
 bool have_onednn() { return false; }
-std::unique_ptr<OneDnnLinear> OneDnnLinear::make(const std::string&, int64_t, int64_t, int64_t, const float*,
+std::unique_ptr<OneDnnLinear> OneDnnLinear::make(const std::string&, bool, int64_t, int64_t, int64_t, const float*,
                                                  const int8_t*, const float*) {
   return nullptr;
 }
