@@ -24,9 +24,28 @@ std::optional<DType> dtype_from_name(std::string_view name);
 bool is_prunable(DType dtype);
 bool is_floating(DType dtype);
 
-// IEEE binary16 <-> binary32. f16 -> f32 is exact; f32 -> f16 rounds to nearest even, with
-// overflow to infinity and NaN kept NaN (quiet).
-float f16_to_f32(uint16_t bits);
+// IEEE binary16 <-> binary32. f16 -> f32 is exact (NaN payloads kept); f32 -> f16 rounds to nearest
+// even, with overflow to infinity and NaN kept NaN (quiet).
+// Branch-free so that block conversions vectorise (a branchy version cost ~1 ns per element and
+// halved f16 pruning throughput): exponent and mantissa moved to f32 positions read as
+// 2^(e-127) * 1.m (or an f32 subnormal for e = 0); scaling by 2^(127-15) rebiases exactly,
+// subnormals included. Needs subnormals honoured (no flush-to-zero), which nmkit never enables.
+inline float f16_to_f32(uint16_t bits) {
+  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
+  const uint32_t em = bits & 0x7FFFu;
+  float moved;
+  const uint32_t moved_bits = em << 13;
+  __builtin_memcpy(&moved, &moved_bits, 4);
+  const float scaled = moved * 0x1p112f;
+  uint32_t finite;
+  __builtin_memcpy(&finite, &scaled, 4);
+  const uint32_t special = moved_bits | 0x7F800000u;  // infinity or NaN, payload kept
+  const uint32_t is_special = 0u - static_cast<uint32_t>(em >= 0x7C00u);  // all ones or zero
+  const uint32_t out = sign | (special & is_special) | (finite & ~is_special);
+  float value;
+  __builtin_memcpy(&value, &out, 4);
+  return value;
+}
 uint16_t f32_to_f16(float value);
 // bfloat16 is the top half of a binary32: bf16 -> f32 is exact; f32 -> bf16 rounds to nearest even.
 inline float bf16_to_f32(uint16_t bits) {

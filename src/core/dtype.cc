@@ -58,17 +58,6 @@ bool is_floating(DType dtype) {
          dtype == DType::F8_E5M2;
 }
 
-float f16_to_f32(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exponent = (h >> 10) & 0x1fu;
-  const uint32_t mantissa = h & 0x3ffu;
-  if (exponent == 0x1f) return bits_float(sign | 0x7f800000u | (mantissa << 13));  // inf, NaN
-  if (exponent != 0) return bits_float(sign | ((exponent + 112) << 23) | (mantissa << 13));
-  // Zero or subnormal: mantissa * 2^-24, exact in f32.
-  const float magnitude = static_cast<float>(mantissa) * 5.9604644775390625e-8f;
-  return bits_float(sign | float_bits(magnitude));
-}
-
 uint16_t f32_to_f16(float value) {
   const uint32_t u = float_bits(value);
   const auto sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
@@ -97,6 +86,7 @@ uint16_t f32_to_bf16(float value) {
 }
 
 void convert_to_f32(DType dtype, const void* src, float* dst, size_t n) {
+  if (n == 0) return;  // src may be null for an empty tensor
   switch (dtype) {
     case DType::F32:
       std::memcpy(dst, src, n * 4);
@@ -125,6 +115,7 @@ void convert_to_f32(DType dtype, const void* src, float* dst, size_t n) {
 }
 
 void convert_from_f32(DType dtype, const float* src, void* dst, size_t n) {
+  if (n == 0) return;  // dst may be null for an empty tensor
   switch (dtype) {
     case DType::F32:
       std::memcpy(dst, src, n * 4);

@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "nmkit/threads.h"
-#include "prune/convert.h"
 #include "prune/row_sums.h"
 #include "prune/select.h"
 #include "prune/select_simd.h"
@@ -85,10 +84,8 @@ struct Scratch {
   std::vector<int32_t> primary, secondary;  // selection keys (select.h)
   std::vector<int32_t> kept;                // 0 or 1 per element
   std::vector<E> raw;
-  std::vector<uint16_t> graw;  // a 16-bit gradient's raw block
   explicit Scratch(int64_t block)
-      : wf(block), gf(block), primary(block), secondary(block), kept(block), raw(block),
-        graw(block) {}
+      : wf(block), gf(block), primary(block), secondary(block), kept(block), raw(block) {}
 };
 
 // Whether x[0, n) holds a NaN or infinity (all exponent bits set); branch-free so it vectorizes.
@@ -180,21 +177,12 @@ void prune_rows(Job& job, int64_t r0, int64_t r1) {
         std::memcpy(wf, wrow + c0 * esize, n * esize);  // f32: the raw bits are wf's bits
       } else {
         std::memcpy(s.raw.data(), wrow + c0 * esize, n * esize);
-        if (w.dtype == DType::F16) {
-          prune_detail::f16_block_to_f32(s.raw.data(), wf, n);
-        } else {
-          convert_to_f32(w.dtype, s.raw.data(), wf, n);
-        }
+        convert_to_f32(w.dtype, s.raw.data(), wf, static_cast<size_t>(n));
       }
       bool bad = any_non_finite(wf, n);
       if (job.gradient) {
         const std::byte* grow = job.gradient->data + static_cast<size_t>(r * job.K + c0) * g_esize;
-        if (job.gradient->dtype == DType::F16) {
-          std::memcpy(s.graw.data(), grow, n * g_esize);
-          prune_detail::f16_block_to_f32(s.graw.data(), s.gf.data(), n);
-        } else {
-          convert_to_f32(job.gradient->dtype, grow, s.gf.data(), n);
-        }
+        convert_to_f32(job.gradient->dtype, grow, s.gf.data(), static_cast<size_t>(n));
         bad = bad || any_non_finite(s.gf.data(), n);
       }
       if (bad) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <vector>
 
 #include "nmkit/cpu.h"
 #include "nmkit/dtype.h"
@@ -56,6 +57,17 @@ TEST(DType, F16DecodeAllCodesMatchesFormula) {
       ASSERT_EQ(std::signbit(f), (h & 0x8000) != 0) << h;
     }
   }
+}
+
+TEST(DType, F16BulkConversionEqualsElementwiseOnEveryCode) {
+  std::vector<uint16_t> codes(65536);
+  for (uint32_t c = 0; c < 65536; ++c) codes[c] = static_cast<uint16_t>(c);
+  std::vector<float> bulk(65536);
+  convert_to_f32(DType::F16, codes.data(), bulk.data(), codes.size());
+  for (uint32_t c = 0; c < 65536; ++c) {
+    ASSERT_EQ(bits(bulk[c]), bits(f16_to_f32(codes[c]))) << c;
+  }
+  convert_to_f32(DType::F16, nullptr, nullptr, 0);  // empty: must not touch the pointers
 }
 
 TEST(DType, F16EncodeRoundTripsEveryCode) {
