@@ -6,7 +6,8 @@
 // the ceiling on speedup over dense is the byte ratio (byte_ratio()); the kernels stream the packed
 // weight once per call (per block of tokens for large M) with several rows in flight and the
 // activations in registers or L1. Larger M is bound by arithmetic; there the best a CPU can do is to
-// match dense.
+// match dense: from 64 tokens per call, nm, bf16 dense and INT8 sparse24 weights are decompressed
+// one row block at a time into a dense tile that the dense micro-kernel then runs on.
 //
 // Layout (the packed weight; X is copied once per call into rows of K_x = K rounded up to the chunk
 // width, zero-filled, so kernels never see a tail):
@@ -16,9 +17,10 @@
 //     as in the sparse24 format; meta (rows_pad/4, K_x/32, 4) 32-bit words, each the 8 nibbles of one
 //     row's chunk in sparse24 order (2-bit field s of the word = position of value s in its group).
 //     Padding groups are (0, 1) with zero values.
-//   nm f32/bf16: the NMPacked format per row: values (rows, groups*keep) and mask rows widened to
-//     K_x/8 bytes (zero bits beyond K_pad), plus a slack of zeros after the values so a kernel may
-//     load a full vector at the last value.
+//   nm f32/bf16: K in superchunks of S = lcm(group, 32) elements (K_x a multiple of S); values
+//     (rows_pad/4, K_x/S, 4, S/group*keep) and masks (rows_pad/4, K_x/S, 4, S/8) bytes, each row's
+//     slots and mask bits of the superchunk as in the nm format (groups past the weight are empty),
+//     plus a slack of zeros after the values so a kernel may load a full vector at the last value.
 //   int8 (dense or sparse24): as the f32 layouts with int8 values and K chunks of 128 (sparse24:
 //     64 values and 32 bytes of meta, i.e. four 32-bit words, per row and chunk), plus per-row
 //     scales and per-row sums of the int8 values (for the unsigned-activation form of VNNI).

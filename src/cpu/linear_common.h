@@ -16,6 +16,12 @@ inline int sparse24_position(uint32_t word, int j) {
   return 4 * (j >> 1) + static_cast<int>((word >> (2 * j)) & 3u);
 }
 
+// nm: index of the record of row r of block b in superchunk c (values at record * value_stride,
+// mask at record * mask_stride bytes).
+inline int64_t nm_record(const PackedLinear& w, int64_t b, int64_t c, int r) {
+  return (b * (w.K_x / w.superchunk) + c) * kLinearRowBlock + r;
+}
+
 // End of the rows of a call's blocks (the last block may be partial).
 inline int64_t row_limit(const LinearCall& call) {
   const int64_t end = call.block_end * kLinearRowBlock;

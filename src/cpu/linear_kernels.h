@@ -53,9 +53,13 @@ struct PackedLinear {
   Pattern pattern{2, 4};
   std::optional<SlideGeometry> slide;  // slid INT8: X is lifted to K_prime while quantized
   AlignedBytes values;
-  AlignedBytes meta;    // sparse24: u32 words; nm: mask rows of mask_stride bytes
-  int64_t value_stride = 0;  // nm: values per row (groups * keep)
-  int64_t mask_stride = 0;   // nm: bytes per mask row (K_x / 8)
+  AlignedBytes meta;    // sparse24: u32 words; nm: masks
+  // nm: K is cut into superchunks of lcm(group, 32) elements, each a whole number of groups; per row
+  // block and superchunk, the 4 rows' values (value_stride each) then, in `meta`, their masks
+  // (mask_stride bytes each), so that a block streams from two sequential arrays.
+  int64_t superchunk = 0;
+  int64_t value_stride = 0;  // nm: values per row and superchunk (superchunk / group * keep)
+  int64_t mask_stride = 0;   // nm: mask bytes per row and superchunk (superchunk / 8)
   // int8: per-row weight scale and sum of the row's int8 values; null otherwise.
   AlignedBytes row_scale;  // f32 [rows]
   AlignedBytes row_sum;    // i32 [rows]

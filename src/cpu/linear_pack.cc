@@ -1,6 +1,8 @@
 #include "cpu/linear_pack.h"
 
+#include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -130,27 +132,47 @@ Result<std::unique_ptr<PackedLinear>> pack_sparse24(const Sparse24& weight) {
 Result<std::unique_ptr<PackedLinear>> pack_nm(const NMPacked& weight) {
   NMKIT_TRY(validate(weight, "nm weight"));
   NMKIT_TRY(check_shape(weight.rows, weight.K, "nm weight"));
-  if (weight.pattern.group > 16) {
-    return Error("nm weight: pattern " + weight.pattern.str() + " has group > 16 (kernels take groups up to 16)");
+  const Pattern pattern = weight.pattern;
+  if (pattern.group > 16) {
+    return Error("nm weight: pattern " + pattern.str() + " has group > 16 (kernels take groups up to 16)");
   }
   auto dtype = packed_dtype(weight.dtype, "nm weight");
   if (!dtype.ok()) return dtype.error();
   auto packed = start(PackedKind::NM, *dtype, weight.rows, weight.K, kLinearChunk);
-  packed->K_x = round_up(weight.K_pad(), kLinearChunk);
-  packed->pattern = weight.pattern;
-  packed->value_stride = weight.groups() * weight.pattern.keep;
-  packed->mask_stride = packed->K_x / 8;
+  packed->pattern = pattern;
+  packed->superchunk = std::lcm<int64_t>(pattern.group, kLinearChunk);
+  packed->K_x = round_up(weight.K_pad(), packed->superchunk);
+  packed->value_stride = packed->superchunk / pattern.group * pattern.keep;
+  packed->mask_stride = packed->superchunk / 8;
+  const int64_t superchunks = packed->K_x / packed->superchunk;
+  const int64_t records = packed->row_blocks * superchunks * kLinearRowBlock;
   const size_t size = dtype_size(*dtype);
-  const int64_t count = weight.rows * packed->value_stride;
-  packed->values = AlignedBytes::zeros(static_cast<size_t>(count) * size + kLinearSlack);
-  packed->values.size = static_cast<size_t>(count) * size;
-  for (int64_t i = 0; i < count; ++i) {
-    copy_element(weight.dtype, weight.values.data(), i, *dtype, packed->values.data.get(), i);
-  }
-  packed->meta = AlignedBytes::zeros(static_cast<size_t>(weight.rows * packed->mask_stride));
+  packed->values = AlignedBytes::zeros(static_cast<size_t>(records * packed->value_stride) * size + kLinearSlack);
+  packed->values.size = static_cast<size_t>(records * packed->value_stride) * size;
+  packed->meta = AlignedBytes::zeros(static_cast<size_t>(records * packed->mask_stride));
+  const int64_t src_values = weight.groups() * pattern.keep;  // per source row
+  const int64_t groups_per_chunk = packed->superchunk / pattern.group;
+  auto* mask = packed->meta.as<uint8_t>();
+  const auto* src_mask = weight.mask.as<uint8_t>();
   for (int64_t row = 0; row < weight.rows; ++row) {
-    std::memcpy(packed->meta.as<uint8_t>() + row * packed->mask_stride,
-                weight.mask.as<uint8_t>() + row * weight.mask_stride(), static_cast<size_t>(weight.mask_stride()));
+    const int64_t b = row / kLinearRowBlock;
+    const int r = static_cast<int>(row % kLinearRowBlock);
+    for (int64_t c = 0; c < superchunks; ++c) {
+      const int64_t record = (b * superchunks + c) * kLinearRowBlock + r;
+      // Groups past the weight's last one stay all-zero (no mask bits, zero values).
+      const int64_t first = c * groups_per_chunk * pattern.keep;
+      const int64_t count = std::min(packed->value_stride, src_values - first);
+      for (int64_t i = 0; i < count; ++i) {
+        copy_element(weight.dtype, weight.values.data(), row * src_values + first + i, *dtype, packed->values.data.get(),
+                     record * packed->value_stride + i);
+      }
+      for (int64_t k = 0; k < packed->superchunk; ++k) {
+        const int64_t kk = c * packed->superchunk + k;
+        if (kk < weight.K_pad() && ((src_mask[row * weight.mask_stride() + kk / 8] >> (kk % 8)) & 1)) {
+          mask[record * packed->mask_stride + k / 8] |= static_cast<uint8_t>(1u << (k % 8));
+        }
+      }
+    }
   }
   count_streamed_bytes(*packed);
   return packed;

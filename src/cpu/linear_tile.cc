@@ -69,14 +69,17 @@ void decompress_block(const PackedLinear& w, int64_t b, void* tile) {
     }
     case PackedKind::NM: {
       const auto* mask = w.meta.as<uint8_t>();
-      for (int r = 0; r < kLinearRowBlock; ++r) {
-        const int64_t row = b * kLinearRowBlock + r;
-        if (row >= w.rows) break;
-        const uint8_t* bits = mask + row * w.mask_stride;
-        int64_t next = row * w.value_stride;
-        for (int64_t k = 0; k < w.K_x; ++k) {
-          if ((bits[k >> 3] >> (k & 7)) & 1) {
-            out[(k / kLinearChunk * kLinearRowBlock + r) * kLinearChunk + k % kLinearChunk] = to_f32(w, values, next++);
+      const int64_t superchunks = w.K_x / w.superchunk;
+      for (int64_t c = 0; c < superchunks; ++c) {
+        for (int r = 0; r < kLinearRowBlock; ++r) {
+          const int64_t record = nm_record(w, b, c, r);
+          const uint8_t* bits = mask + record * w.mask_stride;
+          int64_t next = record * w.value_stride;
+          for (int64_t k = 0; k < w.superchunk; ++k) {
+            if ((bits[k >> 3] >> (k & 7)) & 1) {
+              const int64_t kk = c * w.superchunk + k;
+              out[(kk / kLinearChunk * kLinearRowBlock + r) * kLinearChunk + kk % kLinearChunk] = to_f32(w, values, next++);
+            }
           }
         }
       }

@@ -54,47 +54,48 @@ inline __m256 expand8(uint8_t mask, const T* p) {
   return _mm256_and_ps(_mm256_permutevar8x32_ps(load8(p), idx), keep);
 }
 
-template <int R, int Mc, class T>
-void nm_rows(const LinearCall& call, int64_t row0, int64_t m0) {
+template <int Mc, class T>
+void nm_block(const LinearCall& call, int64_t b, int64_t m0) {
   const PackedLinear& w = *call.w;
-  const T* v[R];
-  const uint8_t* bits[R];
-  for (int r = 0; r < R; ++r) {
-    v[r] = w.values.as<T>() + (row0 + r) * w.value_stride;
-    bits[r] = w.meta.as<uint8_t>() + (row0 + r) * w.mask_stride;
-  }
   const float* x = static_cast<const float*>(call.x) + m0 * w.K_x;
-  __m256 acc[Mc][R];
+  __m256 acc[Mc][kLinearRowBlock];
   for (auto& row : acc) for (auto& a : row) a = _mm256_setzero_ps();
-  const int64_t steps = w.K_x / 8;
-  for (int64_t s = 0; s < steps; ++s) {
-    __m256 xs[Mc];
-    for (int m = 0; m < Mc; ++m) xs[m] = _mm256_loadu_ps(x + m * w.K_x + s * 8);
-    for (int r = 0; r < R; ++r) {
-      const uint8_t mask = bits[r][s];
-      const __m256 wv = expand8(mask, v[r]);
-      v[r] += __builtin_popcount(mask);
-      for (int m = 0; m < Mc; ++m) acc[m][r] = _mm256_fmadd_ps(wv, xs[m], acc[m][r]);
+  const int64_t superchunks = w.K_x / w.superchunk;
+  for (int64_t c = 0; c < superchunks; ++c) {
+    const T* v[kLinearRowBlock];
+    const uint8_t* bits[kLinearRowBlock];
+    for (int r = 0; r < kLinearRowBlock; ++r) {
+      const int64_t record = nm_record(w, b, c, r);
+      v[r] = w.values.as<T>() + record * w.value_stride;
+      bits[r] = w.meta.as<uint8_t>() + record * w.mask_stride;
+    }
+    const float* xc = x + c * w.superchunk;
+    for (int64_t s = 0; s < w.superchunk / 8; ++s) {
+      __m256 xs[Mc];
+      for (int m = 0; m < Mc; ++m) xs[m] = _mm256_loadu_ps(xc + m * w.K_x + s * 8);
+      for (int r = 0; r < kLinearRowBlock; ++r) {
+        const uint8_t mask = bits[r][s];
+        const __m256 wv = expand8(mask, v[r]);
+        v[r] += __builtin_popcount(mask);
+        for (int m = 0; m < Mc; ++m) acc[m][r] = _mm256_fmadd_ps(wv, xs[m], acc[m][r]);
+      }
     }
   }
   for (int m = 0; m < Mc; ++m) {
-    for (int r = 0; r < R; ++r) store_output(call, m0 + m, row0 + r, reduce8(acc[m][r]));
+    for (int r = 0; r < kLinearRowBlock; ++r) {
+      const int64_t row = b * kLinearRowBlock + r;
+      if (row < w.rows) store_output(call, m0 + m, row, reduce8(acc[m][r]));
+    }
   }
-}
-
-template <int R, class T>
-void nm_tokens(const LinearCall& call, int64_t row0) {
-  int64_t m = 0;
-  for (; m + 2 <= call.M; m += 2) nm_rows<R, 2, T>(call, row0, m);
-  if (m < call.M) nm_rows<R, 1, T>(call, row0, m);
 }
 
 template <class T>
 void nm(const LinearCall& call) {
-  const int64_t row_end = row_limit(call);
-  int64_t row = call.block_begin * kLinearRowBlock;
-  for (; row + 4 <= row_end; row += 4) nm_tokens<4, T>(call, row);
-  for (; row < row_end; ++row) nm_tokens<1, T>(call, row);
+  for (int64_t b = call.block_begin; b < call.block_end; ++b) {
+    int64_t m = 0;
+    for (; m + 2 <= call.M; m += 2) nm_block<2, T>(call, b, m);
+    if (m < call.M) nm_block<1, T>(call, b, m);
+  }
 }
 
 }  // namespace

@@ -83,17 +83,24 @@ void nm(const LinearCall& call) {
   const auto* values = w.values.as<T>();
   const auto* mask = w.meta.as<uint8_t>();
   const auto* x = static_cast<const float*>(call.x);
-  const int64_t row_end = row_limit(call);
-  for (int64_t row = call.block_begin * kLinearRowBlock; row < row_end; ++row) {
-    for (int64_t m = 0; m < call.M; ++m) {
-      const float* xm = x + m * w.K_x;
-      const T* v = values + row * w.value_stride;
-      const uint8_t* bits = mask + row * w.mask_stride;
-      float s[16] = {};
-      for (int64_t k = 0; k < w.K_x; ++k) {
-        if ((bits[k >> 3] >> (k & 7)) & 1) s[k & 15] += load_value(v++) * xm[k];
+  const int64_t superchunks = w.K_x / w.superchunk;
+  for (int64_t b = call.block_begin; b < call.block_end; ++b) {
+    for (int r = 0; r < kLinearRowBlock; ++r) {
+      const int64_t row = b * kLinearRowBlock + r;
+      if (row >= w.rows) break;
+      for (int64_t m = 0; m < call.M; ++m) {
+        const float* xm = x + m * w.K_x;
+        float s[16] = {};
+        for (int64_t c = 0; c < superchunks; ++c) {
+          const int64_t record = nm_record(w, b, c, r);
+          const T* v = values + record * w.value_stride;
+          const uint8_t* bits = mask + record * w.mask_stride;
+          for (int64_t k = 0; k < w.superchunk; ++k) {
+            if ((bits[k >> 3] >> (k & 7)) & 1) s[k & 15] += load_value(v++) * xm[c * w.superchunk + k];
+          }
+        }
+        store_output(call, m, row, reduce16(s));
       }
-      store_output(call, m, row, reduce16(s));
     }
   }
 }
