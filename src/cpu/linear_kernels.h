@@ -107,7 +107,8 @@ void fill_linear_int8(LinearKernels& slots);  // dense and sparse24, int8
 }  // namespace avx2
 namespace avx512 {
 void fill_linear(LinearKernels& slots);
-void fill_linear_nm(LinearKernels& slots);
+void fill_linear_nm(LinearKernels& slots);  // picks the VPOPCNTDQ form when the CPU has it
+void fill_linear_nm_vpopcnt(LinearKernels& slots);
 void fill_linear_int8(LinearKernels& slots);
 }  // namespace avx512
 

@@ -119,6 +119,12 @@ void nm(const LinearCall& call) {
 }  // namespace
 
 void fill_linear_nm(LinearKernels& slots) {
+  // VPOPCNTDQ is not part of the tier; where present, a cheaper lane-rank computation replaces the
+  // table lookups (src/cpu/avx512/linear_nm_vpopcnt_avx512.cc).
+  if (__builtin_cpu_supports("avx512vpopcntdq")) {
+    fill_linear_nm_vpopcnt(slots);
+    return;
+  }
   slots.nm_f32 = nm<float>;
   slots.nm_bf16 = nm<uint16_t>;
 }
