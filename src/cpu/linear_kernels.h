@@ -108,7 +108,8 @@ void fill_linear_int8(LinearKernels& slots);  // dense and sparse24, int8
 namespace avx512 {
 void fill_linear(LinearKernels& slots);
 void fill_linear_nm(LinearKernels& slots);  // picks the VPOPCNTDQ form when the CPU has it
-void fill_linear_nm_vpopcnt(LinearKernels& slots);
+void fill_linear_nm_table(LinearKernels& slots);    // lane ranks from a table (any AVX-512 tier CPU)
+void fill_linear_nm_vpopcnt(LinearKernels& slots);  // lane ranks from vpopcntd (needs VPOPCNTDQ)
 void fill_linear_int8(LinearKernels& slots);
 }  // namespace avx512
 

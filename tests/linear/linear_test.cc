@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "cpu/linear_kernels.h"
+#include "cpu/linear_pack.h"
 #include "linear/tolerance.h"
 #include "nmkit/format.h"
 #include "nmkit/linear.h"
@@ -252,6 +254,57 @@ TEST(Linear, TensorApplyAndErrors) {
   auto wide_nm = compress_nm(wide.view(), {4, 32}, "w");
   ASSERT_TRUE(wide_nm.ok());
   EXPECT_FALSE(SparseLinear::nm(*wide_nm).ok());  // groups above 16 have no kernel
+}
+
+}  // namespace
+}  // namespace nmkit::test
+
+namespace nmkit::test {
+namespace {
+
+// The AVX-512 nm kernel has two forms (lane ranks from a table, or from VPOPCNTDQ where the CPU has
+// it); SparseLinear runs only the one this CPU picks, so the table form is called directly here.
+TEST(Linear, NMTableFormOnAvx512) {
+  if (detected_tier() < IsaTier::Avx512) GTEST_SKIP() << "no AVX-512 here";
+  cpu::LinearKernels slots;
+  cpu::avx512::fill_linear_nm_table(slots);
+  uint64_t seed = 8000;
+  for (const Pattern pattern : {Pattern{6, 8}, Pattern{3, 7}, Pattern{2, 4}}) {
+    for (DType dtype : {DType::F32, DType::BF16}) {
+      for (const Shape3 s : {Shape3{5, 1000, 7}, Shape3{1, 36, 129}, Shape3{17, 4097, 3}}) {
+        ++seed;
+        SCOPED_TRACE(describe(s) + " pattern=" + pattern.str() + " " + seed_trace(seed));
+        const Tensor w = pruned_weight(s.rows, s.K, pattern, dtype, seed);
+        const Tensor x = random_tensor(DType::F32, {s.M, s.K}, seed + 1);
+        auto packed = compress_nm(w.view(), pattern, "w");
+        ASSERT_TRUE(packed.ok());
+        auto layout = cpu::pack_nm(*packed);
+        ASSERT_TRUE(layout.ok());
+        const cpu::PackedLinear& pl = **layout;
+        std::vector<float> xp(static_cast<size_t>(s.M * pl.K_x), 0.0f);
+        for (int64_t m = 0; m < s.M; ++m) std::memcpy(xp.data() + m * pl.K_x, x.as<float>() + m * s.K, static_cast<size_t>(s.K) * 4);
+        std::vector<float> y(static_cast<size_t>(s.M * s.rows), std::numeric_limits<float>::quiet_NaN());
+        cpu::LinearCall call;
+        call.w = &pl;
+        call.x = xp.data();
+        call.M = s.M;
+        call.y = y.data();
+        call.ldy = s.rows;
+        call.block_end = pl.row_blocks;
+        (dtype == DType::F32 ? slots.nm_f32 : slots.nm_bf16)(call);
+        auto ref = ref_sparse_matmul(*packed, x.view());
+        ASSERT_TRUE(ref.ok());
+        const std::vector<float> wf = w.to_f32(), xf = x.to_f32();
+        for (int64_t m = 0; m < s.M; ++m) {
+          for (int64_t r = 0; r < s.rows; ++r) {
+            const size_t i = static_cast<size_t>(m * s.rows + r);
+            const double tol = linear_tolerance(s.K, abs_sum(wf, xf, {}, s.K, r, m));
+            ASSERT_LE(std::fabs(static_cast<double>(y[i]) - ref->y.as<float>()[i]), tol) << "Y[" << m << ", " << r << "]";
+          }
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -121,10 +121,11 @@ void nm(const LinearCall& call) {
 void fill_linear_nm(LinearKernels& slots) {
   // VPOPCNTDQ is not part of the tier; where present, a cheaper lane-rank computation replaces the
   // table lookups (src/cpu/avx512/linear_nm_vpopcnt_avx512.cc).
-  if (__builtin_cpu_supports("avx512vpopcntdq")) {
-    fill_linear_nm_vpopcnt(slots);
-    return;
-  }
+  if (__builtin_cpu_supports("avx512vpopcntdq")) fill_linear_nm_vpopcnt(slots);
+  else fill_linear_nm_table(slots);
+}
+
+void fill_linear_nm_table(LinearKernels& slots) {
   slots.nm_f32 = nm<float>;
   slots.nm_bf16 = nm<uint16_t>;
 }
