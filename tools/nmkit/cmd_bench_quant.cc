@@ -27,13 +27,13 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
-bool parse_sizes(const std::string& text, const char* option, std::vector<int64_t>& out) {
+bool parse_sizes(const std::string& text, const char* flag, std::vector<int64_t>& out) {
   out.clear();
   for (const auto& item : split_list(text)) {
     char* end = nullptr;
     const long long value = std::strtoll(item.c_str(), &end, 10);
     if (value < 1 || end == nullptr || *end != '\0') {
-      std::fprintf(stderr, "nmkit: %s '%s' is not a positive integer\n", option, item.c_str());
+      std::fprintf(stderr, "nmkit: %s '%s' is not a positive integer\n", flag, item.c_str());
       return false;
     }
     out.push_back(value);
