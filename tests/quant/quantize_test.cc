@@ -128,6 +128,43 @@ TEST(Quantize, EveryTierMatchesReference) {
   }
 }
 
+// With absmax = qmax, inv is exactly 1 and the products are the inputs themselves: one row holding
+// every bf16 value of magnitude <= qmax runs each tier's vector encoder over all of them.
+TEST(Quantize, EveryBf16ValueThroughEachTier) {
+  const auto tiers = test::tiers_under_test();
+  if (tiers.empty()) GTEST_SKIP();
+  for (QuantType type : {QuantType::Int8, QuantType::E4M3}) {
+    const float qmax = type == QuantType::Int8 ? 127.0f : 448.0f;
+    std::vector<uint16_t> values;
+    for (uint32_t bits = 0; bits < 65536; ++bits) {
+      const float v = bf16_to_f32(static_cast<uint16_t>(bits));
+      if (std::fabs(v) <= qmax) values.push_back(static_cast<uint16_t>(bits));
+    }
+    values.push_back(f32_to_bf16(qmax));  // absmax = qmax even if the order above changes
+    const auto K = static_cast<int64_t>(values.size());
+    Tensor x = Tensor::empty(DType::BF16, {1, K});
+    std::memcpy(x.data(), values.data(), values.size() * 2);
+    const Quantized want = ref_quantize(x.view(), type);
+    ASSERT_EQ(want.scales.as<float>()[0], 1.0f);
+    for (IsaTier tier : tiers) {
+      SCOPED_TRACE(std::string(tier_name(tier)) + " " + std::string(quant_type_name(type)));
+      std::vector<uint8_t> codes(static_cast<size_t>(K), kPoison);
+      float scale = 0;
+      ASSERT_TRUE(quantize_rows_with(cpu::kernels_for(tier).quant, x.view(), type, nullptr,
+                                     reinterpret_cast<std::byte*>(codes.data()), K, &scale, "x")
+                      .ok());
+      EXPECT_EQ(scale, 1.0f);
+      for (int64_t k = 0; k < K; ++k) {
+        const float v = bf16_to_f32(values[static_cast<size_t>(k)]);
+        ASSERT_EQ(codes[static_cast<size_t>(k)], want.codes.as<uint8_t>()[k]) << "input " << v;
+        if (type == QuantType::E4M3) {
+          ASSERT_EQ(codes[static_cast<size_t>(k)], f32_to_e4m3(v)) << "input " << v;
+        }
+      }
+    }
+  }
+}
+
 TEST(Quantize, ManyTokensUseEveryThread) {
   const auto tiers = test::tiers_under_test();
   if (tiers.empty()) GTEST_SKIP();
