@@ -20,7 +20,7 @@ struct QuantBenchOptions {
   std::vector<QuantType> types{QuantType::Int8, QuantType::E4M3};
   std::vector<Pattern> patterns{{2, 4}, {4, 6}, {6, 8}, {8, 10}};
   int align = 32;
-  double min_seconds = 0.2;  // per timed kernel, after warm-up
+  double min_seconds = 0.3;  // per timed kernel, after warm-up
   std::string json_path;     // empty: no JSON
 };
 

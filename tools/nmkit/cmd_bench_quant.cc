@@ -49,7 +49,7 @@ const bool registered = register_command({
       struct Args {
         std::string m = "1,16,256,4096", k = "4096,11008", dtype = "int8,e4m3", pattern = "2:4,4:6,6:8,8:10";
         int align = 32;
-        double min_seconds = 0.2;
+        double min_seconds = 0.3;
         std::string json;
       };
       auto args = std::make_shared<Args>();
