@@ -86,6 +86,8 @@ struct LinearCall {
 };
 
 using LinearFn = void (*)(const LinearCall& call);
+// Writes row block b of a packed weight into `tile` in the dense f32 block layout (every element).
+using TileFn = void (*)(const PackedLinear& w, int64_t b, float* tile);
 
 struct LinearKernels {
   LinearFn dense_f32 = nullptr;
@@ -96,6 +98,9 @@ struct LinearKernels {
   LinearFn nm_bf16 = nullptr;
   LinearFn dense_i8 = nullptr;
   LinearFn sparse24_i8 = nullptr;
+  // nm rows expanded into a dense tile with the tier's expansion (null: the portable decompress_block).
+  TileFn nm_tile_f32 = nullptr;
+  TileFn nm_tile_bf16 = nullptr;
 };
 
 // Per tier: declared here, defined in src/cpu/<tier>/linear_*.cc (one file per weight family).

@@ -29,7 +29,7 @@ float to_f32(const PackedLinear& w, const std::byte* values, int64_t i) {
 }  // namespace
 
 void decompress_block(const PackedLinear& w, int64_t b, void* tile) {
-  std::memset(tile, 0, tile_bytes(w));
+  if (w.kind != PackedKind::Dense) std::memset(tile, 0, tile_bytes(w));
   const std::byte* values = w.values.data.get();
   if (w.dtype == DType::I8) {
     NMKIT_ASSERT(w.kind == PackedKind::Sparse24);
@@ -51,11 +51,13 @@ void decompress_block(const PackedLinear& w, int64_t b, void* tile) {
   auto* out = static_cast<float*>(tile);
   const int64_t chunks = w.K_x / kLinearChunk;
   switch (w.kind) {
-    case PackedKind::Dense:  // bf16 widened once instead of once per group of tokens
-      for (int64_t i = 0; i < chunks * kLinearRowBlock * kLinearChunk; ++i) {
-        out[i] = to_f32(w, values, b * chunks * kLinearRowBlock * kLinearChunk + i);
-      }
+    case PackedKind::Dense: {  // bf16 widened once instead of once per group of tokens
+      NMKIT_ASSERT(w.dtype == DType::BF16);
+      const uint16_t* src = w.values.as<uint16_t>() + b * chunks * kLinearRowBlock * kLinearChunk;
+      auto* dst = static_cast<uint32_t*>(tile);
+      for (int64_t i = 0; i < chunks * kLinearRowBlock * kLinearChunk; ++i) dst[i] = uint32_t{src[i]} << 16;
       return;
+    }
     case PackedKind::Sparse24: {
       const auto* meta = w.meta.as<uint32_t>();
       for (int64_t c = 0; c < chunks; ++c) {

@@ -144,11 +144,15 @@ void run_tiles(const cpu::LinearKernels& kernels, const cpu::LinearCall& call) {
   const PackedLinear& w = *call.w;
   const cpu::LinearFn dense = w.dtype == DType::I8 ? kernels.dense_i8 : kernels.dense_f32;
   const size_t bytes = cpu::tile_bytes(w);
+  const cpu::TileFn nm_tile = w.kind != PackedKind::NM ? nullptr
+                              : w.dtype == DType::F32 ? kernels.nm_tile_f32
+                                                      : kernels.nm_tile_bf16;
   parallel_for(w.row_blocks, 1, [&](int64_t begin, int64_t end) {
     thread_local cpu::AlignedBytes tile;
     if (tile.size < bytes) tile = cpu::AlignedBytes::zeros(bytes);
     for (int64_t b = begin; b < end; ++b) {
-      cpu::decompress_block(w, b, tile.data.get());
+      if (nm_tile != nullptr) nm_tile(w, b, tile.as<float>());
+      else cpu::decompress_block(w, b, tile.data.get());
       cpu::LinearCall part = call;
       part.block_begin = b;
       part.block_end = b + 1;

@@ -292,6 +292,14 @@ TEST(Linear, NMTableFormOnAvx512) {
         call.ldy = s.rows;
         call.block_end = pl.row_blocks;
         (dtype == DType::F32 ? slots.nm_f32 : slots.nm_bf16)(call);
+        // The table form's tile expansion must equal the portable decompression exactly.
+        std::vector<float> tile(cpu::tile_bytes(pl) / 4, std::numeric_limits<float>::quiet_NaN());
+        std::vector<float> portable(tile.size());
+        for (int64_t b = 0; b < pl.row_blocks; ++b) {
+          (dtype == DType::F32 ? slots.nm_tile_f32 : slots.nm_tile_bf16)(pl, b, tile.data());
+          cpu::decompress_block(pl, b, portable.data());
+          ASSERT_EQ(std::memcmp(tile.data(), portable.data(), tile.size() * 4), 0) << "tile of block " << b;
+        }
         auto ref = ref_sparse_matmul(*packed, x.view());
         ASSERT_TRUE(ref.ok());
         const std::vector<float> wf = w.to_f32(), xf = x.to_f32();

@@ -98,11 +98,31 @@ void nm(const LinearCall& call) {
   }
 }
 
+template <class T>
+void nm_tile(const PackedLinear& w, int64_t b, float* tile) {
+  const int64_t superchunks = w.K_x / w.superchunk;
+  for (int64_t c = 0; c < superchunks; ++c) {
+    for (int r = 0; r < kLinearRowBlock; ++r) {
+      const int64_t record = nm_record(w, b, c, r);
+      const T* v = w.values.as<T>() + record * w.value_stride;
+      const uint8_t* bits = w.meta.as<uint8_t>() + record * w.mask_stride;
+      for (int64_t s = 0; s < w.superchunk / 8; ++s) {
+        const __m256 wv = expand8(bits[s], v);
+        v += __builtin_popcount(bits[s]);
+        const int64_t k = c * w.superchunk + 8 * s;
+        _mm256_storeu_ps(tile + (k / kLinearChunk * kLinearRowBlock + r) * kLinearChunk + k % kLinearChunk, wv);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void fill_linear_nm(LinearKernels& slots) {
   slots.nm_f32 = nm<float>;
   slots.nm_bf16 = nm<uint16_t>;
+  slots.nm_tile_f32 = nm_tile<float>;
+  slots.nm_tile_bf16 = nm_tile<uint16_t>;
 }
 
 }  // namespace nmkit::cpu::avx2

@@ -81,11 +81,37 @@ void nm(const LinearCall& call) {
   }
 }
 
+// Row block b expanded into the dense f32 tile: every 16-wide step of every row is stored, so the
+// tile needs no clearing.
+template <class T>
+void nm_tile(const PackedLinear& w, int64_t b, float* tile) {
+  const __m512i below = _mm512_setr_epi32(0x0, 0x1, 0x3, 0x7, 0xF, 0x1F, 0x3F, 0x7F, 0xFF, 0x1FF, 0x3FF, 0x7FF,
+                                          0xFFF, 0x1FFF, 0x3FFF, 0x7FFF);
+  const int64_t superchunks = w.K_x / w.superchunk;
+  for (int64_t c = 0; c < superchunks; ++c) {
+    for (int r = 0; r < kLinearRowBlock; ++r) {
+      const int64_t record = nm_record(w, b, c, r);
+      const T* v = w.values.as<T>() + record * w.value_stride;
+      const auto* bits = reinterpret_cast<const uint16_t*>(w.meta.as<uint8_t>() + record * w.mask_stride);
+      for (int64_t s = 0; s < w.superchunk / 16; ++s) {
+        const uint32_t mask = bits[s];
+        const __m512i ranks = _mm512_popcnt_epi32(_mm512_and_si512(_mm512_set1_epi32(static_cast<int>(mask)), below));
+        const __m512 wv = _mm512_maskz_permutexvar_ps(static_cast<__mmask16>(mask), ranks, load16(v));
+        v += __builtin_popcount(mask);
+        const int64_t k = c * w.superchunk + 16 * s;
+        _mm512_storeu_ps(tile + (k / kLinearChunk * kLinearRowBlock + r) * kLinearChunk + k % kLinearChunk, wv);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void fill_linear_nm_vpopcnt(LinearKernels& slots) {
   slots.nm_f32 = nm<float>;
   slots.nm_bf16 = nm<uint16_t>;
+  slots.nm_tile_f32 = nm_tile<float>;
+  slots.nm_tile_bf16 = nm_tile<uint16_t>;
 }
 
 }  // namespace nmkit::cpu::avx512
