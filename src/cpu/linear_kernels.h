@@ -88,6 +88,7 @@ struct LinearCall {
 using LinearFn = void (*)(const LinearCall& call);
 // Writes row block b of a packed weight into `tile` in the dense f32 block layout (every element).
 using TileFn = void (*)(const PackedLinear& w, int64_t b, float* tile);
+using TileI8Fn = void (*)(const PackedLinear& w, int64_t b, int8_t* tile);
 
 struct LinearKernels {
   LinearFn dense_f32 = nullptr;
@@ -101,6 +102,8 @@ struct LinearKernels {
   // nm rows expanded into a dense tile with the tier's expansion (null: the portable decompress_block).
   TileFn nm_tile_f32 = nullptr;
   TileFn nm_tile_bf16 = nullptr;
+  // INT8 sparse24 rows expanded into a dense int8 tile (null: the tier keeps the 2:4 kernel).
+  TileI8Fn sparse24_i8_tile = nullptr;
 };
 
 // Per tier: declared here, defined in src/cpu/<tier>/linear_*.cc (one file per weight family).

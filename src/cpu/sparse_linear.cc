@@ -130,12 +130,13 @@ void run_rows(cpu::LinearFn kernel, const cpu::LinearCall& call, int64_t row_blo
 // tokens the scalar decompression would not be repaid.
 constexpr int64_t kTileTokens = 64;
 
-bool use_tile(const PackedLinear& w, int64_t tokens) {
+bool use_tile(const PackedLinear& w, const cpu::LinearKernels& kernels, int64_t tokens) {
   if (tokens < kTileTokens) return false;
   switch (w.kind) {
     case PackedKind::NM: return true;
     case PackedKind::Dense: return w.dtype == DType::BF16;
-    case PackedKind::Sparse24: return w.dtype == DType::I8 && !w.slide;
+    // Only with a SIMD expansion: the portable one costs about half a dense pass per token block.
+    case PackedKind::Sparse24: return w.dtype == DType::I8 && !w.slide && kernels.sparse24_i8_tile != nullptr;
   }
   return false;
 }
@@ -152,6 +153,7 @@ void run_tiles(const cpu::LinearKernels& kernels, const cpu::LinearCall& call) {
     if (tile.size < bytes) tile = cpu::AlignedBytes::zeros(bytes);
     for (int64_t b = begin; b < end; ++b) {
       if (nm_tile != nullptr) nm_tile(w, b, tile.as<float>());
+      else if (w.dtype == DType::I8) kernels.sparse24_i8_tile(w, b, tile.as<int8_t>());
       else cpu::decompress_block(w, b, tile.data.get());
       cpu::LinearCall part = call;
       part.block_begin = b;
@@ -207,7 +209,7 @@ Status SparseLinear::apply(const float* x, int64_t M, float* y) const {
       }
       call.x = padded.data();
     }
-    if (use_tile(w, count)) run_tiles(cpu::kernels_for(w.tier).linear, call);
+    if (use_tile(w, cpu::kernels_for(w.tier).linear, count)) run_tiles(cpu::kernels_for(w.tier).linear, call);
     else run_rows(kernel, call, w.row_blocks);
   }
   return ok_status();

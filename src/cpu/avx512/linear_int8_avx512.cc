@@ -128,9 +128,44 @@ void run(const LinearCall& call) {
   }
 }
 
+// Row block b expanded into the dense int8 tile, 64 dense bytes (16 groups) per step: each lane
+// takes its group's two 2-bit positions with vpmultishiftqb, compares them with its own position,
+// and one vpermb places value 2 * group (+1 for the second position) where either matches.
+void sparse24_tile(const PackedLinear& w, int64_t b, int8_t* tile) {
+  const int64_t chunks = w.K_x / kLinearChunkInt8;
+  alignas(64) uint8_t lane_pos[64], first[64], second[64], base[64];
+  for (int k = 0; k < 64; ++k) {
+    lane_pos[k] = static_cast<uint8_t>(k % 4);
+    first[k] = static_cast<uint8_t>(4 * (k / 4));
+    second[k] = static_cast<uint8_t>(4 * (k / 4) + 2);
+    base[k] = static_cast<uint8_t>(2 * (k / 4));
+  }
+  const __m512i pos = _mm512_load_si512(lane_pos), ctrl0 = _mm512_load_si512(first),
+                ctrl1 = _mm512_load_si512(second), three = _mm512_set1_epi8(3), one = _mm512_set1_epi8(1);
+  for (int64_t c = 0; c < chunks; ++c) {
+    for (int r = 0; r < kLinearRowBlock; ++r) {
+      const int64_t record = (b * chunks + c) * kLinearRowBlock + r;
+      const __m512i values = _mm512_loadu_si512(w.values.as<int8_t>() + record * 64);
+      const auto* meta = w.meta.as<uint8_t>() + record * 16;
+      for (int h = 0; h < 2; ++h) {
+        long long word;
+        __builtin_memcpy(&word, meta + 8 * h, 8);
+        const __m512i src = _mm512_set1_epi64(word);
+        const __mmask64 k0 = _mm512_cmpeq_epi8_mask(_mm512_and_si512(_mm512_multishift_epi64_epi8(ctrl0, src), three), pos);
+        const __mmask64 k1 = _mm512_cmpeq_epi8_mask(_mm512_and_si512(_mm512_multishift_epi64_epi8(ctrl1, src), three), pos);
+        const __m512i idx0 = _mm512_add_epi8(_mm512_load_si512(base), _mm512_set1_epi8(static_cast<char>(32 * h)));
+        const __m512i idx = _mm512_mask_add_epi8(idx0, k1, idx0, one);
+        _mm512_storeu_si512(tile + (c * kLinearRowBlock + r) * kLinearChunkInt8 + 64 * h,
+                            _mm512_maskz_permutexvar_epi8(k0 | k1, idx, values));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void fill_linear_int8(LinearKernels& slots) {
+  slots.sparse24_i8_tile = sparse24_tile;
   slots.dense_i8 = run<dense_block<1>, dense_block<2>, dense_block<3>, dense_block<4>>;
   slots.sparse24_i8 = run<sparse24_block<1>, sparse24_block<2>, sparse24_block<3>, sparse24_block<4>>;
 }
