@@ -15,7 +15,7 @@
 //   format   "dense" | "sparse24" | "nm"; sparse24 requires pattern "2:4"
 //   pattern  "keep:group", 1 <= keep < group <= 64
 //   dtype    a safetensors dtype name of the logical weight (and of NAME.values)
-//   shape    [rows, K], non-negative integers
+//   shape    [rows, K], integers in [0, 2^48] (so padded sizes cannot overflow)
 //   slide    optional; all nine fields required; pattern keep:2N slidable, window 4, stride 2,
 //            N = group/2, windows_per_group = N-1, K_pad = ceil(K/2N)*2N,
 //            K_prime = ceil((K_pad/2N)*4(N-1) / align)*align, align a positive multiple of 4;
