@@ -102,19 +102,24 @@ __m512i codes32(__m512 v) {
     v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(-127.0f)), _mm512_set1_ps(127.0f));
     return _mm512_cvt_roundps_epi32(v, kRne);
   } else {
+    // Adding C = 2^(max(E, -6) + 20) to |v| (E: exponent of |v|) leaves a sum whose last mantissa bit
+    // weighs 2^(max(E, -6) - 3): e4m3's spacing at |v| (2^-9 below 2^-6), so the add rounds |v| to
+    // e4m3 with ties to even (embedded rounding: independent of MXCSR). Sum and C share the exponent
+    // field, so the sum's mantissa bits count e4m3 steps above C: 8 + m for a normal result, m for a
+    // subnormal one, and code = (max(E, -6) + 6) * 8 + those bits; a carry into 2^(E+1) gives 16,
+    // which is the next exponent's code. Saturation at 0x7E as in f32_to_e4m3.
     const __m512i bits = _mm512_castps_si512(v);
-    const __m512i mag = _mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFFFF));
-    const __m512i sign = _mm512_and_si512(_mm512_srli_epi32(bits, 24), _mm512_set1_epi32(0x80));
-    // Normal: round the mantissa to 3 bits (ties to even), rebias 127 -> 7, saturate at 0x7E.
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(mag, 20), _mm512_set1_epi32(1));
-    const __m512i rounded = _mm512_add_epi32(mag, _mm512_add_epi32(_mm512_set1_epi32(0x7FFFF), lsb));
-    __m512i normal = _mm512_sub_epi32(_mm512_srli_epi32(rounded, 20), _mm512_set1_epi32(120 << 3));
-    normal = _mm512_min_epi32(normal, _mm512_set1_epi32(0x7E));
-    // Below 2^-6: multiples of 2^-9, i.e. round(|v| * 512) (exact product).
-    const __m512 scaled = _mm512_mul_ps(_mm512_castsi512_ps(mag), _mm512_set1_ps(512.0f));
-    const __m512i sub = _mm512_cvt_roundps_epi32(scaled, kRne);
-    const __mmask16 small = _mm512_cmplt_epu32_mask(mag, _mm512_set1_epi32(0x3C800000));
-    return _mm512_or_si512(_mm512_mask_blend_epi32(small, normal, sub), sign);
+    const __m512 mag = _mm512_castsi512_ps(_mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFFFF)));
+    const __m512i exponent = _mm512_max_epu32(_mm512_and_si512(bits, _mm512_set1_epi32(0x7F800000)),
+                                              _mm512_set1_epi32(121 << 23));  // at least 2^-6
+    const __m512i c = _mm512_add_epi32(exponent, _mm512_set1_epi32(20 << 23));
+    const __m512i sum = _mm512_castps_si512(_mm512_add_round_ps(mag, _mm512_castsi512_ps(c), kRne));
+    const __m512i steps = _mm512_and_si512(sum, _mm512_set1_epi32(0x7FFFFF));
+    // (exponent >> 23) - 121 = max(E, -6) + 6; times 8 is (exponent >> 20) - 968.
+    __m512i code = _mm512_add_epi32(steps, _mm512_sub_epi32(_mm512_srli_epi32(exponent, 20), _mm512_set1_epi32(968)));
+    code = _mm512_min_epi32(code, _mm512_set1_epi32(0x7E));
+    // code | ((bits >> 24) & 0x80): the sign as bit 7 of the code.
+    return _mm512_ternarylogic_epi32(code, _mm512_srli_epi32(bits, 24), _mm512_set1_epi32(0x80), 0xF8);
   }
 }
 
