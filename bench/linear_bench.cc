@@ -248,12 +248,20 @@ int run_linear_bench(const LinearBenchOptions& options) {
         auto pruned = prune(w_dense.view(), pattern, PruneMethod::Magnitude, {}, "w");
         NMKIT_ASSERT(pruned.ok());
         WeightSet s{dtype_name_text, pattern.str(), pruned->pruned.to_f32(), {}, ""};
+        std::vector<WeightSet> extra;
         size_t bytes = 0;
         if (!is_int8) {
           if (pattern == Pattern{2, 4}) {
             auto packed = compress_sparse24(pruned->pruned.view(), "w");
             NMKIT_ASSERT(packed.ok());
             s.layers = rotated_layers([&] { return SparseLinear::sparse24(*packed, lin); }, &bytes);
+            if (store == DType::BF16) {
+              // The same weight with bf16 activations (vdpbf16ps where the tier has it) as its own row.
+              LinearOptions bx = lin;
+              bx.bf16_activations = true;
+              extra.push_back(WeightSet{dtype_name_text, pattern.str(), s.w, {}, "bf16x"});
+              extra.back().layers = rotated_layers([&] { return SparseLinear::sparse24(*packed, bx); }, &bytes);
+            }
           } else if (pattern.group <= 16) {
             auto packed = compress_nm(pruned->pruned.view(), pattern, "w");
             NMKIT_ASSERT(packed.ok());
@@ -279,6 +287,7 @@ int run_linear_bench(const LinearBenchOptions& options) {
           }
         }
         sets.push_back(std::move(s));
+        for (auto& e : extra) sets.push_back(std::move(e));
       }
 
       // Baseline weights that do not depend on M.
@@ -342,6 +351,7 @@ int run_linear_bench(const LinearBenchOptions& options) {
             c.bytes = static_cast<double>(set.layers[0]->bytes_streamed());
             c.copies = static_cast<int>(set.layers.size());
             c.check.int8 = is_int8;
+            c.check.bf16_x = set.nmkit_kind == "bf16x";
             c.call = [&, layers = set.layers](int i) {
               NMKIT_ASSERT(layers[static_cast<size_t>(i)]->apply(p.x.data(), M, p.y.data()).ok());
             };

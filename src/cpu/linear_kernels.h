@@ -65,6 +65,7 @@ struct PackedLinear {
   AlignedBytes row_sum;    // i32 [rows]
   AlignedBytes bias;       // f32 [rows] or empty
   bool has_bias = false;
+  bool bf16_x = false;  // X is rounded to bf16 before the kernel (LinearOptions::bf16_activations)
   size_t streamed_bytes = 0;
 };
 
@@ -74,6 +75,7 @@ struct LinearCall {
   const PackedLinear* w = nullptr;
   const void* x = nullptr;      // (M, K_x): f32, or int8 codes for the int8 kernels
   const float* x_scale = nullptr;  // int8: per-token scales [M]
+  const uint16_t* x_bf16 = nullptr;  // bf16 bits of x (M, K_x), for the bf16-activation kernels
   int64_t M = 0;
   float* y = nullptr;           // (M, ldy)
   int64_t ldy = 0;
@@ -99,6 +101,8 @@ struct LinearKernels {
   LinearFn nm_bf16 = nullptr;
   LinearFn dense_i8 = nullptr;
   LinearFn sparse24_i8 = nullptr;
+  // sparse24 bf16 weights times bf16 activations (call.x_bf16), null where the tier has no bf16 dot.
+  LinearFn sparse24_bf16x = nullptr;
   // nm rows expanded into a dense tile with the tier's expansion (null: the portable decompress_block).
   TileFn nm_tile_f32 = nullptr;
   TileFn nm_tile_bf16 = nullptr;

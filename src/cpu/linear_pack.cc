@@ -99,7 +99,8 @@ Result<std::unique_ptr<PackedLinear>> pack_sparse24(const Sparse24& weight) {
   NMKIT_TRY(check_shape(weight.rows, weight.K, "sparse24 weight"));
   auto dtype = packed_dtype(weight.dtype, "sparse24 weight");
   if (!dtype.ok()) return dtype.error();
-  auto packed = start(PackedKind::Sparse24, *dtype, weight.rows, weight.K, kLinearChunk);
+  // K_x is a multiple of 64 so that the bf16-activation kernel can take two chunks per step.
+  auto packed = start(PackedKind::Sparse24, *dtype, weight.rows, weight.K, 2 * kLinearChunk);
   const int64_t chunks = packed->K_x / kLinearChunk;
   const int64_t groups = weight.K_pad() / 4;  // real groups per row (the rest is chunk padding)
   const size_t size = dtype_size(*dtype);

@@ -46,6 +46,10 @@ Result<SparseLinear> finish(Result<std::unique_ptr<PackedLinear>> packed, const 
   auto tier = choose_tier(options);
   if (!tier.ok()) return tier.error();
   (*packed)->tier = *tier;
+  if (options.bf16_activations) {
+    if ((*packed)->dtype == DType::I8) return Error("linear: bf16 activations do not apply to int8 weights");
+    (*packed)->bf16_x = true;
+  }
   if (cpu::linear_kernel_for(cpu::kernels_for(*tier).linear, (*packed)->kind, (*packed)->dtype) == nullptr) {
     return Error("linear: no kernel for this weight form on tier " + std::string(tier_name(*tier)));
   }
@@ -179,6 +183,10 @@ Status SparseLinear::apply(const float* x, int64_t M, float* y) const {
   thread_local std::vector<float> padded;
   thread_local std::vector<int8_t> codes;
   thread_local std::vector<float> scales;
+  thread_local std::vector<uint16_t> x_bf16;
+  const cpu::LinearKernels& table = cpu::kernels_for(w.tier).linear;
+  const cpu::LinearFn bf16x_kernel =
+      w.bf16_x && w.kind == PackedKind::Sparse24 && w.dtype == DType::BF16 ? table.sparse24_bf16x : nullptr;
   const int64_t first = std::min(block, M);
   if (int8) {
     codes.resize(static_cast<size_t>(first * w.K_x));
@@ -206,10 +214,23 @@ Status SparseLinear::apply(const float* x, int64_t M, float* y) const {
         float* dst = padded.data() + m * w.K_x;
         std::memcpy(dst, x + (m0 + m) * w.K, static_cast<size_t>(w.K) * 4);
         std::memset(dst + w.K, 0, static_cast<size_t>(w.K_x - w.K) * 4);
+        if (w.bf16_x) {
+          for (int64_t k = 0; k < w.K; ++k) dst[k] = bf16_to_f32(f32_to_bf16(dst[k]));
+        }
       }
       call.x = padded.data();
+      if (bf16x_kernel != nullptr) {
+        x_bf16.resize(static_cast<size_t>(count * w.K_x));
+        for (size_t i = 0; i < x_bf16.size(); ++i) {
+          uint32_t bits;
+          std::memcpy(&bits, padded.data() + i, 4);
+          x_bf16[i] = static_cast<uint16_t>(bits >> 16);  // exact: the values are bf16 already
+        }
+        call.x_bf16 = x_bf16.data();
+      }
     }
-    if (use_tile(w, cpu::kernels_for(w.tier).linear, count)) run_tiles(cpu::kernels_for(w.tier).linear, call);
+    if (bf16x_kernel != nullptr) run_rows(bf16x_kernel, call, w.row_blocks);
+    else if (use_tile(w, table, count)) run_tiles(table, call);
     else run_rows(kernel, call, w.row_blocks);
   }
   return ok_status();
@@ -260,7 +281,7 @@ std::string SparseLinear::kernel_name() const {
     case PackedKind::NM: name += " nm" + w.pattern.str(); break;
   }
   const char* dtype = w.dtype == DType::F32 ? " f32" : w.dtype == DType::BF16 ? " bf16" : " int8";
-  return name + dtype;
+  return name + dtype + (w.bf16_x ? " (bf16 x)" : "");
 }
 
 size_t SparseLinear::bytes_streamed() const { return packed_->streamed_bytes; }

@@ -317,3 +317,62 @@ TEST(Linear, NMTableFormOnAvx512) {
 
 }  // namespace
 }  // namespace nmkit::test
+
+namespace nmkit::test {
+namespace {
+
+// LinearOptions::bf16_activations: X is rounded to bf16 first on every tier (AVX-512 then uses
+// vdpbf16ps for sparse24 bf16); the reference takes the rounded X.
+TEST(Linear, Bf16ActivationsMatchReference) {
+  if (!tier_available()) GTEST_SKIP() << "tier not supported here";
+  LinearOptions options;
+  options.bf16_activations = true;
+  uint64_t seed = 9000;
+  for (const auto& s : shapes()) {
+    for (int form = 0; form < 3; ++form) {
+      ++seed;
+      const Pattern pattern = form == 2 ? Pattern{6, 8} : Pattern{2, 4};
+      const DType dtype = form == 1 ? DType::F32 : DType::BF16;
+      const std::string what = describe(s) + " form=" + std::to_string(form) + " " + seed_trace(seed);
+      SCOPED_TRACE(what);
+      const Tensor w = pruned_weight(s.rows, s.K, pattern, dtype, seed);
+      const Tensor x = random_tensor(DType::F32, {s.M, s.K}, seed + 1);
+      const Tensor x_rounded = Tensor::from_f32(Tensor::from_f32(x.to_f32(), {s.M, s.K}, DType::BF16).to_f32(), {s.M, s.K});
+      Result<SparseLinear> layer = Error("unset");
+      Result<MatmulResult> ref = Error("unset");
+      if (form == 0) {
+        auto packed = compress_sparse24(w.view(), "w");
+        ASSERT_TRUE(packed.ok());
+        layer = SparseLinear::sparse24(*packed, options);
+        ref = ref_sparse_matmul(*packed, x_rounded.view());
+      } else if (form == 1) {
+        layer = SparseLinear::dense(w.view(), options);
+        ref = ref_dense_matmul(w.view(), x_rounded.view());
+      } else {
+        auto packed = compress_nm(w.view(), pattern, "w");
+        ASSERT_TRUE(packed.ok());
+        layer = SparseLinear::nm(*packed, options);
+        ref = ref_sparse_matmul(*packed, x_rounded.view());
+      }
+      ASSERT_TRUE(layer.ok() && ref.ok());
+      EXPECT_NE(layer->kernel_name().find("(bf16 x)"), std::string::npos);
+      // check_layer's tolerance uses |x| of the rounded X: the products it bounds are those summed.
+      std::vector<float> y(static_cast<size_t>(s.M * s.rows), std::numeric_limits<float>::quiet_NaN());
+      ASSERT_TRUE(layer->apply(x.as<float>(), s.M, y.data()).ok());
+      const std::vector<float> wf = w.to_f32(), xf = x_rounded.to_f32();
+      for (int64_t m = 0; m < s.M; ++m) {
+        for (int64_t r = 0; r < s.rows; ++r) {
+          const size_t i = static_cast<size_t>(m * s.rows + r);
+          const double tol = linear_tolerance(s.K, abs_sum(wf, xf, {}, s.K, r, m));
+          ASSERT_LE(std::fabs(static_cast<double>(y[i]) - ref->y.as<float>()[i]), tol) << "Y[" << m << ", " << r << "]";
+        }
+      }
+    }
+  }
+  LinearOptions int8 = options;
+  int8.int8 = true;
+  EXPECT_FALSE(SparseLinear::dense(pruned_weight(4, 8, {2, 4}, DType::F32, 1).view(), int8).ok());
+}
+
+}  // namespace
+}  // namespace nmkit::test

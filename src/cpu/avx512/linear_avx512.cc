@@ -95,6 +95,47 @@ void sparse24_block(const LinearCall& call, int64_t b, int64_t m0) {
   store_block<Mc>(call, m0, b, acc);
 }
 
+// sparse24 bf16 weights times bf16 activations: two chunks (64 K, 32 kept values) per step. The
+// 32 word indices come from the two rows' meta words with one vpmultishiftqb; one vpermt2w gathers
+// the activations that meet the values, already paired by group as vdpbf16ps multiplies them (the
+// two kept values of a group are adjacent), so one instruction does 32 products.
+template <int Mc>
+void sparse24_bf16x_block(const LinearCall& call, int64_t b, int64_t m0) {
+  const PackedLinear& w = *call.w;
+  const int64_t chunks = w.K_x / kLinearChunk;  // even: K_x is a multiple of 64
+  const uint16_t* values = w.values.as<uint16_t>() + b * chunks * kLinearRowBlock * 16;
+  const uint32_t* meta = w.meta.as<uint32_t>() + b * chunks * kLinearRowBlock;
+  const uint16_t* x = call.x_bf16 + m0 * w.K_x;
+  // Byte s: bit offset 2s of value s's field; base 4 * (s / 2), its group's first K.
+  const __m256i ctrl = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 32, 34, 36, 38, 40,
+                                        42, 44, 46, 48, 50, 52, 54, 56, 58, 60, 62);
+  const __m256i base = _mm256_setr_epi8(0, 0, 4, 4, 8, 8, 12, 12, 16, 16, 20, 20, 24, 24, 28, 28, 32, 32, 36, 36, 40,
+                                        40, 44, 44, 48, 48, 52, 52, 56, 56, 60, 60);
+  const __m256i three = _mm256_set1_epi8(3);
+  __m512 acc[Mc][kLinearRowBlock];
+  for (auto& row : acc) for (auto& a : row) a = _mm512_setzero_ps();
+  for (int64_t c = 0; c < chunks; c += 2) {
+    __m512i xa[Mc], xb[Mc];
+    for (int m = 0; m < Mc; ++m) {
+      xa[m] = _mm512_loadu_si512(x + m * w.K_x + c * kLinearChunk);
+      xb[m] = _mm512_loadu_si512(x + m * w.K_x + c * kLinearChunk + 32);
+    }
+    for (int r = 0; r < kLinearRowBlock; ++r) {
+      const uint64_t word = uint64_t{meta[c * kLinearRowBlock + r]} | uint64_t{meta[(c + 1) * kLinearRowBlock + r]} << 32;
+      const __m256i fields = _mm256_multishift_epi64_epi8(ctrl, _mm256_set1_epi64x(static_cast<long long>(word)));
+      const __m512i idx = _mm512_cvtepu8_epi16(_mm256_ternarylogic_epi32(fields, three, base, 0xEA));
+      const __m512i wv = _mm512_inserti64x4(
+          _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(values + (c * kLinearRowBlock + r) * 16))),
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(values + ((c + 1) * kLinearRowBlock + r) * 16)), 1);
+      for (int m = 0; m < Mc; ++m) {
+        const __m512i gathered = _mm512_permutex2var_epi16(xa[m], idx, xb[m]);
+        acc[m][r] = _mm512_dpbf16_ps(acc[m][r], reinterpret_cast<__m512bh>(gathered), reinterpret_cast<__m512bh>(wv));
+      }
+    }
+  }
+  store_block<Mc>(call, m0, b, acc);
+}
+
 // Runs Block<Mc> over tokens in groups of 4 (then the remainder) for every row block of the call.
 // The row block's weights are re-read from L1/L2 for each group of 4 tokens.
 template <template <int, class> class Block, class T>
@@ -116,6 +157,10 @@ struct Dense {
   static void run(const LinearCall& call, int64_t b, int64_t m) { dense_block<Mc, T>(call, b, m); }
 };
 template <int Mc, class T>
+struct Bf16x {
+  static void run(const LinearCall& call, int64_t b, int64_t m) { sparse24_bf16x_block<Mc>(call, b, m); }
+};
+template <int Mc, class T>
 struct Sparse {
   static void run(const LinearCall& call, int64_t b, int64_t m) { sparse24_block<Mc, T>(call, b, m); }
 };
@@ -127,6 +172,7 @@ void fill_linear(LinearKernels& slots) {
   slots.dense_bf16 = run<Dense, uint16_t>;
   slots.sparse24_f32 = run<Sparse, float>;
   slots.sparse24_bf16 = run<Sparse, uint16_t>;
+  slots.sparse24_bf16x = run<Bf16x, uint16_t>;
 }
 
 }  // namespace nmkit::cpu::avx512
