@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cfloat>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -205,6 +206,7 @@ int run_linear_bench(const LinearBenchOptions& options) {
   fmt::print("threads {}, last-level cache {} MiB, copy bandwidth {:.1f} GB/s (read+write), read bandwidth {:.1f} GB/s\n",
              threads, last_level_cache_bytes() >> 20, copy_gbs, read_gbs);
   if (options.baselines && have_openblas()) fmt::print("OpenBLAS core: {}\n", openblas_core());
+  if (const char* policy = std::getenv("OMP_WAIT_POLICY")) fmt::print("OMP_WAIT_POLICY={}\n", policy);
   fmt::print("speedup: against the fastest dense kernel of the same weight dtype and M; ceiling: byte ratio "
              "(memory-bound limit)\n\n");
 

@@ -34,7 +34,8 @@ std::vector<std::string> split(const std::string& text) {
 
 // OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are read when OpenBLAS loads, before main: to benchmark the
 // kernel OpenBLAS picks for this CPU, the process re-executes itself once without them (and with
-// OMP_NUM_THREADS set to nmkit's thread count, which oneDNN and Eigen read when they load).
+// OMP_NUM_THREADS set to nmkit's thread count, which oneDNN and Eigen read when they load, and idle
+// worker threads that sleep instead of spinning).
 void reexec_without_openblas_overrides() {
   if (std::getenv("NMKIT_BENCH_REEXEC") != nullptr) return;
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
@@ -53,6 +54,10 @@ void reexec_without_openblas_overrides() {
   unsetenv("OPENBLAS_CORETYPE");
   unsetenv("OPENBLAS_L2_SIZE");
   setenv("OMP_NUM_THREADS", std::to_string(thread_count()).c_str(), 0);
+  // Libraries take turns on the same cores: idle OpenMP (oneDNN, Eigen) and OpenBLAS workers would
+  // otherwise spin for up to ~0.1 s after each call and steal the cores from the next kernel timed.
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
+  setenv("OPENBLAS_THREAD_TIMEOUT", "4", 0);
   setenv("NMKIT_BENCH_REEXEC", "1", 1);
   std::fflush(stdout);
   execv("/proc/self/exe", argv.data());
