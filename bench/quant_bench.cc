@@ -21,6 +21,8 @@
 #include "nmkit/slide_geometry.h"
 #include "nmkit/tensor.h"
 #include "nmkit/threads.h"
+#include "cpu/kernel_table.h"
+#include "quant/quantize_with.h"
 #include "ref/quant_ref.h"
 
 namespace nmkit::bench {
@@ -72,14 +74,15 @@ struct Measured {
 // run falls on all of them alike and their ratios stay meaningful. Then checks each kernel's codes
 // against the reference.
 std::vector<Measured> measure(const Buffers& b, QuantType type, const std::vector<const SlideGeometry*>& lifts,
-                              double min_seconds) {
+                              double min_seconds, bool stream) {
   using Clock = std::chrono::steady_clock;
   const int64_t M = b.inputs[0].rows(), K = b.inputs[0].cols();
   const int copies = static_cast<int>(b.inputs.size());
   float* scales = const_cast<float*>(b.scales.data());
   const auto call = [&](const SlideGeometry* lift, int c) {
-    Status s = quantize_tokens_into(b.inputs[static_cast<size_t>(c)].view(), type, lift,
-                                    b.codes[static_cast<size_t>(c)].get(), lift ? lift->K_prime : K, scales);
+    Status s = quantize_rows_with(cpu::kernels().quant, b.inputs[static_cast<size_t>(c)].view(), type, lift,
+                                  b.codes[static_cast<size_t>(c)].get(), lift ? lift->K_prime : K, scales, "x",
+                                  stream ? StreamStores::Always : StreamStores::Auto);
     NMKIT_ASSERT(s.ok());
   };
   std::vector<std::vector<double>> samples(lifts.size());
@@ -119,9 +122,9 @@ int run_quant_bench(const QuantBenchOptions& options) {
     return 2;
   }
   const double copy_gbs = copy_bandwidth_gbs();
-  fmt::print("nmkit bench quant: tier {}, {} threads; memcpy bandwidth {:.1f} GB/s (read + written, "
+  fmt::print("nmkit bench quant: tier {}, {} threads, {} stores; memcpy bandwidth {:.1f} GB/s (read + written, "
              "{} MiB buffers, same thread count)\n",
-             tier_name(*tier), thread_count(), copy_gbs, 4 * last_level_cache_bytes() >> 20);
+             tier_name(*tier), thread_count(), options.stream ? "streaming" : "ordinary", copy_gbs, 4 * last_level_cache_bytes() >> 20);
   fmt::print("bf16 activations [M, K] -> codes + f32 scale per token; fused = quantize + lift to K' (align {}); "
              "ratio = fused time / plain time, floor = fused bytes / plain bytes;\n+RFO = the floor when "
              "ordinary stores also read every line they write (write-allocate), as the kernels' stores do\n\n",
@@ -161,7 +164,7 @@ int run_quant_bench(const QuantBenchOptions& options) {
         }
         std::vector<const SlideGeometry*> lifts{nullptr};
         for (const auto& g : geometries) lifts.push_back(&g);
-        const std::vector<Measured> times = measure(b, type, lifts, options.min_seconds);
+        const std::vector<Measured> times = measure(b, type, lifts, options.min_seconds, options.stream);
         const Measured& plain = times[0];
         all_ok = all_ok && plain.ok;
         for (size_t i = 0; i < geometries.size(); ++i) {

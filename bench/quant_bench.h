@@ -22,6 +22,7 @@ struct QuantBenchOptions {
   int align = 32;
   double min_seconds = 0.3;  // per timed kernel, after warm-up
   std::string json_path;     // empty: no JSON
+  bool stream = false;       // non-temporal stores of the codes (StreamStores::Always)
 };
 
 // Prints the table and the verdict on the targets; returns the process exit code (1 when a kernel's

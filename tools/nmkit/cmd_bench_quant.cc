@@ -51,6 +51,7 @@ const bool registered = register_command({
         int align = 32;
         double min_seconds = 0.3;
         std::string json;
+        bool stream = false;
       };
       auto args = std::make_shared<Args>();
       app.add_option("--m", args->m, "Tokens, comma-separated")->capture_default_str();
@@ -61,6 +62,7 @@ const bool registered = register_command({
       app.add_option("--min-seconds", args->min_seconds, "Timed seconds per kernel (after warm-up)")
           ->capture_default_str();
       app.add_option("--json", args->json, "Write the records as a JSON list to FILE");
+      app.add_flag("--stream", args->stream, "Write the codes with non-temporal stores");
       return [args]() -> int {
 #if NMKIT_HAVE_BENCH
         bench::QuantBenchOptions options;
@@ -90,6 +92,7 @@ const bool registered = register_command({
         options.align = args->align;
         options.min_seconds = args->min_seconds;
         options.json_path = args->json;
+        options.stream = args->stream;
         return bench::run_quant_bench(options);
 #else
         std::fprintf(stderr, "nmkit bench quant: built without the benchmarks (NMKIT_BUILD_BENCH=OFF)\n");
