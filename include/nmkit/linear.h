@@ -13,7 +13,8 @@
 // width, zero-filled, so kernels never see a tail):
 //   dense f32/bf16: rows in blocks of 4 (zero rows pad the last block), K in chunks of 32; for block
 //     b and chunk c, (4, 32) values, one row after another. Shape (rows_pad/4, K_x/32, 4, 32).
-//   sparse24 f32/bf16: values (rows_pad/4, K_x/32, 4, 16): each row's 16 kept values of the chunk,
+//   sparse24 f32/bf16 (K_x a multiple of 64, so the bf16-activation kernel takes chunk pairs):
+//     values (rows_pad/4, K_x/32, 4, 16): each row's 16 kept values of the chunk,
 //     as in the sparse24 format; meta (rows_pad/4, K_x/32, 4) 32-bit words, each the 8 nibbles of one
 //     row's chunk in sparse24 order (2-bit field s of the word = position of value s in its group).
 //     Padding groups are (0, 1) with zero values.
@@ -21,9 +22,10 @@
 //     (rows_pad/4, K_x/S, 4, S/group*keep) and masks (rows_pad/4, K_x/S, 4, S/8) bytes, each row's
 //     slots and mask bits of the superchunk as in the nm format (groups past the weight are empty),
 //     plus a slack of zeros after the values so a kernel may load a full vector at the last value.
-//   int8 (dense or sparse24): as the f32 layouts with int8 values and K chunks of 128 (sparse24:
-//     64 values and 32 bytes of meta, i.e. four 32-bit words, per row and chunk), plus per-row
-//     scales and per-row sums of the int8 values (for the unsigned-activation form of VNNI).
+//   int8 (dense, sparse24, slid): as the f32 layouts with int8 values and K chunks of 128 (sparse24:
+//     64 values and 16 bytes of meta, i.e. four 32-bit words, per row and chunk), plus per-row
+//     scales and per-row sums of the int8 values (for the unsigned-activation form of VNNI). A slid
+//     weight is the sparse24 int8 layout over K_prime; X is lifted to K_prime while quantized.
 #pragma once
 
 #include <cstddef>
@@ -89,7 +91,7 @@ class SparseLinear {
   int64_t K() const;  // logical input features (of the unslid weight for a slid one)
   LinearWeight weight_kind() const;
   DType weight_dtype() const;  // F32, BF16 or I8
-  Pattern pattern() const;     // 2:4 for sparse24 and slid; the stored pattern for nm; 1:1 never
+  Pattern pattern() const;     // 2:4 for sparse24 and slid, the stored pattern for nm (dense: 2:4, unused)
   IsaTier tier() const;
   // "avx512 sparse24 bf16", "scalar dense f32", "avx2 slid6:8 int8", ...
   std::string kernel_name() const;
