@@ -8,7 +8,10 @@ cd "$(dirname "$0")/.."
 # Debian packages nmkit builds, tests and benchmarks with (baselines: OpenBLAS, oneDNN, Eigen).
 packages=(cmake g++ make git python3 python3-pip unzip
           libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libfmt-dev
-          libeigen3-dev libopenblas-dev libdnnl-dev)
+          libeigen3-dev libopenblas-dev libdnnl-dev
+          # oneDNN's CMake config looks for OpenCL and stops the configure without it; apt-get only
+          # recommends the package, and recommendations are not installed here.
+          ocl-icd-opencl-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -26,6 +29,7 @@ if ! python3 -c 'import numpy' 2>/dev/null; then
   python3 -m pip install --quiet numpy 2>/dev/null || python3 -m pip install --quiet --break-system-packages numpy
 fi
 
-if [ ! -f build/CMakeCache.txt ]; then
+# A configure that failed leaves a cache but no build files: configure again then.
+if [ ! -f build/CMakeCache.txt ] || [ ! -f build/Makefile ]; then
   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 fi
