@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 #include <fmt/core.h>
 
 namespace nmkit::cli {
@@ -185,5 +186,29 @@ std::string human_count(double count) {
 }
 
 std::string short_float(double value) { return fmt::format("{:.4g}", value); }
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+bool parse_positive_list(const std::string& text, const char* flag, std::vector<int64_t>& out) {
+  out.clear();
+  for (const auto& item : split_list(text)) {
+    char* end = nullptr;
+    const long long value = std::strtoll(item.c_str(), &end, 10);
+    if (value < 1 || end == nullptr || *end != '\0') {
+      std::fprintf(stderr, "nmkit: %s '%s' is not a positive integer\n", flag, item.c_str());
+      return false;
+    }
+    out.push_back(value);
+  }
+  return true;
+}
 
 }  // namespace nmkit::cli

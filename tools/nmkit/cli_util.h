@@ -85,6 +85,12 @@ class AtomicTextFile {
   int fd_ = -1;
 };
 
+// Items of a comma-separated option value ("1,4,16"), empty items dropped.
+std::vector<std::string> split_list(const std::string& text);
+// A comma-separated list of positive integers into `out`; on a bad item prints
+// "nmkit: FLAG 'ITEM' is not a positive integer" and returns false.
+bool parse_positive_list(const std::string& text, const char* flag, std::vector<int64_t>& out);
+
 // "1.50 MiB", "384 B".
 std::string human_bytes(double bytes);
 // "22.7M", "1.2k", "512".

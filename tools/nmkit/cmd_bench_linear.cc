@@ -6,31 +6,19 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "nmkit/cli_util.h"
 #include "nmkit/command.h"
 #include "nmkit/cpu.h"
 #include "nmkit/pattern.h"
 #include "nmkit/threads.h"
 
-#if NMKIT_HAVE_BENCH
 #include "linear_bench.h"
-#endif
 
 namespace nmkit::cli {
 namespace {
-
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
 
 // OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are read when OpenBLAS loads, before main: to benchmark the
 // kernel OpenBLAS picks for this CPU, the process re-executes itself once without them (and with
@@ -88,7 +76,6 @@ const bool registered = register_command({
           ->capture_default_str();
       app.add_flag("--no-baselines", args->no_baselines, "Only nmkit's kernels");
       return [args]() -> int {
-#if NMKIT_HAVE_BENCH
         bench::LinearBenchOptions options;
         if (args->rows > 0 || args->K > 0) {
           const int64_t K = args->K > 0 ? args->K : 4096;
@@ -96,17 +83,9 @@ const bool registered = register_command({
           if (args->rows > 0) options.shapes.emplace_back(args->rows, K);
           else options.shapes = {{4096, K}, {14336, K}};
         }
-        options.Ms.clear();
-        for (const auto& m : split(args->m)) {
-          const long value = std::strtol(m.c_str(), nullptr, 10);
-          if (value < 1) {
-            std::fprintf(stderr, "nmkit bench linear: --m value '%s' is not a positive integer\n", m.c_str());
-            return 2;
-          }
-          options.Ms.push_back(value);
-        }
+        if (!parse_positive_list(args->m, "--m", options.Ms)) return 2;
         options.patterns.clear();
-        for (const auto& p : split(args->pattern)) {
+        for (const auto& p : split_list(args->pattern)) {
           auto pattern = Pattern::parse(p);
           if (!pattern.ok()) {
             std::fprintf(stderr, "nmkit bench linear: %s\n", pattern.error().message().c_str());
@@ -114,7 +93,7 @@ const bool registered = register_command({
           }
           options.patterns.push_back(*pattern);
         }
-        options.dtypes = split(args->dtype);
+        options.dtypes = split_list(args->dtype);
         for (const auto& d : options.dtypes) {
           if (d != "f32" && d != "bf16" && d != "int8") {
             std::fprintf(stderr, "nmkit bench linear: --dtype '%s' is not f32, bf16 or int8\n", d.c_str());
@@ -131,10 +110,6 @@ const bool registered = register_command({
         options.baselines = !args->no_baselines;
         if (options.baselines) reexec_without_openblas_overrides();
         return bench::run_linear_bench(options);
-#else
-        std::fprintf(stderr, "nmkit bench linear: built without the benchmarks (NMKIT_BUILD_BENCH=OFF)\n");
-        return 1;
-#endif
       };
     },
 });

@@ -2,44 +2,18 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "nmkit/cli_util.h"
 #include "nmkit/command.h"
 #include "nmkit/pattern.h"
 #include "nmkit/quant.h"
 
-#if NMKIT_HAVE_BENCH
 #include "quant_bench.h"
-#endif
 
 namespace nmkit::cli {
 namespace {
-
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
-bool parse_sizes(const std::string& text, const char* flag, std::vector<int64_t>& out) {
-  out.clear();
-  for (const auto& item : split_list(text)) {
-    char* end = nullptr;
-    const long long value = std::strtoll(item.c_str(), &end, 10);
-    if (value < 1 || end == nullptr || *end != '\0') {
-      std::fprintf(stderr, "nmkit: %s '%s' is not a positive integer\n", flag, item.c_str());
-      return false;
-    }
-    out.push_back(value);
-  }
-  return true;
-}
 
 const bool registered = register_command({
     "bench quant",
@@ -64,9 +38,9 @@ const bool registered = register_command({
       app.add_option("--json", args->json, "Write the records as a JSON list to FILE");
       app.add_flag("--stream", args->stream, "Write the codes with non-temporal stores");
       return [args]() -> int {
-#if NMKIT_HAVE_BENCH
         bench::QuantBenchOptions options;
-        if (!parse_sizes(args->m, "--m", options.Ms) || !parse_sizes(args->k, "--k", options.Ks)) return 2;
+        if (!parse_positive_list(args->m, "--m", options.Ms)) return 2;
+        if (!parse_positive_list(args->k, "--k", options.Ks)) return 2;
         options.types.clear();
         for (const auto& d : split_list(args->dtype)) {
           const auto type = quant_type_from_name(d);
@@ -94,10 +68,6 @@ const bool registered = register_command({
         options.json_path = args->json;
         options.stream = args->stream;
         return bench::run_quant_bench(options);
-#else
-        std::fprintf(stderr, "nmkit bench quant: built without the benchmarks (NMKIT_BUILD_BENCH=OFF)\n");
-        return 1;
-#endif
       };
     },
 });
