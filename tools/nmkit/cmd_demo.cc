@@ -205,7 +205,7 @@ int run(const DemoArgs& args) {
   }
   fmt::print("{}\n", side_by_side(runs));
   fmt::print("(totals over the pruned tensors, from summed counts and float64 sums; bytes: the pruned tensors as\n"
-             " stored, values + 2-bit-per-element meta for sparse24, values + 1-bit-per-element mask for nm)\n\n");
+             " stored, values + 2 metadata bits per kept value for sparse24, values + 1-bit-per-element mask for nm)\n\n");
 
   bool all_good = true;
   fmt::print("outputs, read back with the inspect logic:\n");
