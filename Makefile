@@ -1,5 +1,7 @@
 # Every target first runs scripts/setup.sh: it installs what is missing and configures build/.
 JOBS ?= $(shell nproc)
+# cmake's own make would otherwise print every directory it enters, once per target.
+MAKEFLAGS += --no-print-directory
 
 .PHONY: setup build run test bench clean
 

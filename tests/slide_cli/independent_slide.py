@@ -242,6 +242,8 @@ def main():
                 check(result.returncode == 0, f"quantize {dtype} {kind} {lift}: {result.stderr}")
                 out, _ = read_safetensors(dst)
                 check("ids.codes" not in out, "integer tensors are not quantized")
+                inspected = run(args.nmkit, "inspect", dst)
+                check(inspected.returncode == 0, f"nmkit inspect reads what quantize wrote: {inspected.stderr}")
                 for name, x in values.items():
                     mapping = lift_map(x.shape[1], lift[1], 32) if lift else None
                     codes, scales = quantize_reference(x, kind, mapping)

@@ -123,7 +123,9 @@ int run(const QuantizeArgs& args) {
     record["lift"] = pattern->str();
     record["align"] = args.align;
   }
-  Metadata metadata{{"nmkit.quantize", record.dump()}};
+  // Not under "nmkit.": a JSON object there is a weight record (include/nmkit/checkpoint.h), and
+  // readers would refuse this one as a malformed record of a weight named "quantize".
+  Metadata metadata{{"nmkit-quantize", record.dump()}};
 
   Status written = write_safetensors(args.output, outputs, metadata);
   if (!written.ok()) return report_error(written.error());
