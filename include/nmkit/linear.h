@@ -6,8 +6,10 @@
 // the ceiling on speedup over dense is the byte ratio (byte_ratio()); the kernels stream the packed
 // weight once per call (per block of tokens for large M) with several rows in flight and the
 // activations in registers or L1. Larger M is bound by arithmetic; there the best a CPU can do is to
-// match dense: from 64 tokens per call, nm, bf16 dense and INT8 sparse24 weights are decompressed
-// one row block at a time into a dense tile that the dense micro-kernel then runs on.
+// match dense: from 64 tokens per call, bf16 dense and INT8 sparse24 weights (and nm below AVX-512)
+// are decompressed one row block at a time into a dense tile that the dense micro-kernel then runs
+// on. The AVX-512 nm kernel does the same from 5 tokens in L1-sized K slabs (4 rows x ~1024 K), each
+// expanded once for all the call's tokens; up to 4 tokens it streams without a tile.
 //
 // Layout (the packed weight; X is copied once per call into rows of K_x = K rounded up to the chunk
 // width, zero-filled, so kernels never see a tail):

@@ -127,8 +127,8 @@ void run_rows(cpu::LinearFn kernel, const cpu::LinearCall& call, int64_t row_blo
 }
 
 // Tokens from which a call decompresses each row block into a dense tile and runs the dense
-// micro-kernel on it (design.md 8, compute-bound regime): nm (whose in-register expansion would be
-// repeated for every 4 tokens), bf16 dense (widened once instead of per 4 tokens) and INT8 sparse24
+// micro-kernel on it (design.md 8, compute-bound regime): nm on tiers without slabs (whose in-register
+// expansion would be repeated for every 4 tokens), bf16 dense (widened once instead of per 4 tokens) and INT8 sparse24
 // (vpermt2b per token costs as much as a second VNNI). Slid INT8 keeps the 2:4 kernel, which executes
 // (N-1)/N of the dense products where a tile over K_prime would execute 2(N-1)/N. Below this many
 // tokens the scalar decompression would not be repaid.
@@ -137,7 +137,9 @@ constexpr int64_t kTileTokens = 64;
 bool use_tile(const PackedLinear& w, const cpu::LinearKernels& kernels, int64_t tokens) {
   if (tokens < kTileTokens) return false;
   switch (w.kind) {
-    case PackedKind::NM: return true;
+    // A tier whose nm kernel expands each K slab once for all tokens (AVX-512) needs no tile: at
+    // M=64 and 256 its slabs ran 0.90-0.99x of dense f32 where the tile ran 0.63-0.92x.
+    case PackedKind::NM: return !kernels.nm_slabs;
     case PackedKind::Dense: return w.dtype == DType::BF16;
     // Only with a SIMD expansion: the portable one costs about half a dense pass per token block.
     case PackedKind::Sparse24: return w.dtype == DType::I8 && !w.slide && kernels.sparse24_i8_tile != nullptr;

@@ -11,6 +11,7 @@
 #pragma GCC target("popcnt")
 #include <immintrin.h>
 
+#include "cpu/avx512/linear_nm_slabs.h"
 #include "cpu/linear_common.h"
 #include "cpu/linear_kernels.h"
 
@@ -102,8 +103,20 @@ void nm_block(const LinearCall& call, int64_t b, int64_t m0) {
   }
 }
 
+// One 16-wide step from the rank table: the lanes of the mask's set bits take the next values.
+struct TableExpand {
+  template <class T>
+  __m512 operator()(const uint16_t& mask, const T*& v) const {
+    uint32_t used;
+    const __m512 wv = expand16(&mask, v, &used);
+    v += used;
+    return wv;
+  }
+};
+
 template <class T>
 void nm(const LinearCall& call) {
+  if (call.M >= kNMSlabTokens) return nm_slabs<T>(call, TableExpand{});
   for (int64_t b = call.block_begin; b < call.block_end; ++b) {
     int64_t m = 0;
     for (; m + 4 <= call.M; m += 4) nm_block<4, T>(call, b, m);
@@ -147,6 +160,7 @@ void fill_linear_nm(LinearKernels& slots) {
 void fill_linear_nm_table(LinearKernels& slots) {
   slots.nm_tile_f32 = nm_tile<float>;
   slots.nm_tile_bf16 = nm_tile<uint16_t>;
+  slots.nm_slabs = true;
   slots.nm_f32 = nm<float>;
   slots.nm_bf16 = nm<uint16_t>;
 }

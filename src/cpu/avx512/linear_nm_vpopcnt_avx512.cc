@@ -9,6 +9,7 @@
 #pragma GCC target("popcnt,avx512vpopcntdq")
 #include <immintrin.h>
 
+#include "cpu/avx512/linear_nm_slabs.h"
 #include "cpu/linear_common.h"
 #include "cpu/linear_kernels.h"
 
@@ -67,8 +68,22 @@ void nm_block(const LinearCall& call, int64_t b, int64_t m0) {
   }
 }
 
+// One 16-wide step: the lanes of the mask's set bits take the next values, which v moves past.
+struct PopcntExpand {
+  __m512i below = _mm512_setr_epi32(0x0, 0x1, 0x3, 0x7, 0xF, 0x1F, 0x3F, 0x7F, 0xFF, 0x1FF, 0x3FF, 0x7FF, 0xFFF,
+                                    0x1FFF, 0x3FFF, 0x7FFF);
+  template <class T>
+  __m512 operator()(uint32_t mask, const T*& v) const {
+    const __m512i ranks = _mm512_popcnt_epi32(_mm512_and_si512(_mm512_set1_epi32(static_cast<int>(mask)), below));
+    const __m512 wv = _mm512_maskz_permutexvar_ps(static_cast<__mmask16>(mask), ranks, load16(v));
+    v += __builtin_popcount(mask);
+    return wv;
+  }
+};
+
 template <class T>
 void nm(const LinearCall& call) {
+  if (call.M >= kNMSlabTokens) return nm_slabs<T>(call, PopcntExpand{});
   for (int64_t b = call.block_begin; b < call.block_end; ++b) {
     int64_t m = 0;
     for (; m + 4 <= call.M; m += 4) nm_block<4, T>(call, b, m);
@@ -108,6 +123,7 @@ void nm_tile(const PackedLinear& w, int64_t b, float* tile) {
 }  // namespace
 
 void fill_linear_nm_vpopcnt(LinearKernels& slots) {
+  slots.nm_slabs = true;
   slots.nm_f32 = nm<float>;
   slots.nm_bf16 = nm<uint16_t>;
   slots.nm_tile_f32 = nm_tile<float>;
