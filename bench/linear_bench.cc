@@ -277,6 +277,12 @@ int run_linear_bench(const LinearBenchOptions& options) {
             auto packed = compress_nm(pruned->pruned.view(), pattern, "w");
             NMKIT_ASSERT(packed.ok());
             s.layers = rotated_layers([&] { return SparseLinear::nm(*packed, lin); }, &bytes);
+            if (store == DType::BF16) {
+              LinearOptions bx = lin;
+              bx.bf16_activations = true;
+              extra.push_back(WeightSet{dtype_name_text, pattern.str(), s.w, {}, "bf16x"});
+              extra.back().layers = rotated_layers([&] { return SparseLinear::nm(*packed, bx); }, &bytes);
+            }
           }
         } else {
           LinearOptions q = lin;

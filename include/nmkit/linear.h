@@ -55,7 +55,8 @@ struct LinearOptions {
   bool int8 = false;
   // bf16 activations for f32 and bf16 weights: every call rounds X to bf16 (nearest even) first, so
   // all tiers compute exact products of bf16 X with the weights, summed in f32. Where it pays (AVX-512
-  // BF16, sparse24 bf16 weights) the kernel then multiplies bf16 pairs with vdpbf16ps, twice the
+  // BF16; sparse24 bf16 weights, and nm bf16 weights from 5 tokens) the kernel then multiplies bf16
+  // pairs with vdpbf16ps, twice the
   // products per instruction of f32 FMA: for the compute-bound end of decode (M around 16).
   bool bf16_activations = false;
 };

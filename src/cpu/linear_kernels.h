@@ -103,6 +103,8 @@ struct LinearKernels {
   LinearFn sparse24_i8 = nullptr;
   // sparse24 bf16 weights times bf16 activations (call.x_bf16), null where the tier has no bf16 dot.
   LinearFn sparse24_bf16x = nullptr;
+  // nm bf16 weights times bf16 activations (call.x_bf16; call.x holds them as f32 too), or null.
+  LinearFn nm_bf16x = nullptr;
   // The nm kernels expand each row block's K slabs once for all the call's tokens, so no M needs the
   // tile path for nm (set by AVX-512, src/cpu/avx512/linear_nm_slabs.h).
   bool nm_slabs = false;

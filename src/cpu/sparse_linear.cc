@@ -187,8 +187,10 @@ Status SparseLinear::apply(const float* x, int64_t M, float* y) const {
   thread_local std::vector<float> scales;
   thread_local std::vector<uint16_t> x_bf16;
   const cpu::LinearKernels& table = cpu::kernels_for(w.tier).linear;
-  const cpu::LinearFn bf16x_kernel =
-      w.bf16_x && w.kind == PackedKind::Sparse24 && w.dtype == DType::BF16 ? table.sparse24_bf16x : nullptr;
+  const cpu::LinearFn bf16x_kernel = !w.bf16_x || w.dtype != DType::BF16 ? nullptr
+                                     : w.kind == PackedKind::Sparse24     ? table.sparse24_bf16x
+                                     : w.kind == PackedKind::NM           ? table.nm_bf16x
+                                                                          : nullptr;
   const int64_t first = std::min(block, M);
   if (int8) {
     codes.resize(static_cast<size_t>(first * w.K_x));

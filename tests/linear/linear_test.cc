@@ -300,6 +300,34 @@ TEST(Linear, NMTableFormOnAvx512) {
           cpu::decompress_block(pl, b, portable.data());
           ASSERT_EQ(std::memcmp(tile.data(), portable.data(), tile.size() * 4), 0) << "tile of block " << b;
         }
+        if (dtype == DType::BF16) {
+          // The table form's bf16-activation kernel (slabs with vdpbf16ps from 5 tokens) on X rounded to bf16.
+          const Tensor xr = Tensor::from_f32(Tensor::from_f32(x.to_f32(), {s.M, s.K}, DType::BF16).to_f32(), {s.M, s.K});
+          std::vector<float> xrp(xp.size(), 0.0f);
+          for (int64_t m = 0; m < s.M; ++m) std::memcpy(xrp.data() + m * pl.K_x, xr.as<float>() + m * s.K, static_cast<size_t>(s.K) * 4);
+          std::vector<uint16_t> xb(xrp.size());
+          for (size_t i = 0; i < xb.size(); ++i) {
+            uint32_t bits;
+            std::memcpy(&bits, xrp.data() + i, 4);
+            xb[i] = static_cast<uint16_t>(bits >> 16);
+          }
+          std::vector<float> yb(y.size(), std::numeric_limits<float>::quiet_NaN());
+          cpu::LinearCall bc = call;
+          bc.x = xrp.data();
+          bc.x_bf16 = xb.data();
+          bc.y = yb.data();
+          slots.nm_bf16x(bc);
+          auto refb = ref_sparse_matmul(*packed, xr.view());
+          ASSERT_TRUE(refb.ok());
+          const std::vector<float> wf = w.to_f32(), xf = xr.to_f32();
+          for (int64_t m = 0; m < s.M; ++m) {
+            for (int64_t r = 0; r < s.rows; ++r) {
+              const size_t i = static_cast<size_t>(m * s.rows + r);
+              const double tol = linear_tolerance(s.K, abs_sum(wf, xf, {}, s.K, r, m));
+              ASSERT_LE(std::fabs(static_cast<double>(yb[i]) - refb->y.as<float>()[i]), tol) << "bf16 x: Y[" << m << ", " << r << "]";
+            }
+          }
+        }
         auto ref = ref_sparse_matmul(*packed, x.view());
         ASSERT_TRUE(ref.ok());
         const std::vector<float> wf = w.to_f32(), xf = x.to_f32();

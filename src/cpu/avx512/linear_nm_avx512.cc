@@ -129,6 +129,13 @@ void nm(const LinearCall& call) {
   }
 }
 
+// bf16 weights and bf16 activations: the slabs with vdpbf16ps from 5 tokens, below that the f32
+// streaming kernel on the rounded activations (call.x holds them too).
+void nm_bf16x(const LinearCall& call) {
+  if (call.M >= kNMSlabTokens) return nm_slabs_bf16x(call, TableExpand{});
+  nm<uint16_t>(call);
+}
+
 template <class T>
 void nm_tile(const PackedLinear& w, int64_t b, float* tile) {
   const int64_t superchunks = w.K_x / w.superchunk;
@@ -161,6 +168,7 @@ void fill_linear_nm_table(LinearKernels& slots) {
   slots.nm_tile_f32 = nm_tile<float>;
   slots.nm_tile_bf16 = nm_tile<uint16_t>;
   slots.nm_slabs = true;
+  slots.nm_bf16x = nm_bf16x;
   slots.nm_f32 = nm<float>;
   slots.nm_bf16 = nm<uint16_t>;
 }

@@ -102,6 +102,13 @@ void nm(const LinearCall& call) {
 
 // Row block b expanded into the dense f32 tile: every 16-wide step of every row is stored, so the
 // tile needs no clearing.
+// bf16 weights and bf16 activations: the slabs with vdpbf16ps from 5 tokens, below that the f32
+// streaming kernel on the rounded activations (call.x holds them too).
+void nm_bf16x(const LinearCall& call) {
+  if (call.M >= kNMSlabTokens) return nm_slabs_bf16x(call, PopcntExpand{});
+  nm<uint16_t>(call);
+}
+
 template <class T>
 void nm_tile(const PackedLinear& w, int64_t b, float* tile) {
   const __m512i below = _mm512_setr_epi32(0x0, 0x1, 0x3, 0x7, 0xF, 0x1F, 0x3F, 0x7F, 0xFF, 0x1FF, 0x3FF, 0x7FF,
@@ -128,6 +135,7 @@ void nm_tile(const PackedLinear& w, int64_t b, float* tile) {
 
 void fill_linear_nm_vpopcnt(LinearKernels& slots) {
   slots.nm_slabs = true;
+  slots.nm_bf16x = nm_bf16x;
   slots.nm_f32 = nm<float>;
   slots.nm_bf16 = nm<uint16_t>;
   slots.nm_tile_f32 = nm_tile<float>;
