@@ -9,7 +9,11 @@
 // match dense: from 64 tokens per call, bf16 dense and INT8 sparse24 weights (and nm below AVX-512)
 // are decompressed one row block at a time into a dense tile that the dense micro-kernel then runs
 // on. The AVX-512 nm kernel does the same from 5 tokens in L1-sized K slabs (4 rows x ~1024 K), each
-// expanded once for all the call's tokens; up to 4 tokens it streams without a tile.
+// expanded once for all the call's tokens; up to 4 tokens it streams without a tile. On AVX-512,
+// sparse24 f32 and bf16 weights (f32 activations) from 8 tokens run on token lanes instead: X is
+// transposed once per call so that 16 tokens share a ZMM, and each kept value is one broadcast FMA
+// at the K its 2-bit position names, so only the kept half of the products is executed and
+// sparse24 beats dense in the compute-bound regime too.
 //
 // Layout (the packed weight; X is copied once per call into rows of K_x = K rounded up to the chunk
 // width, zero-filled, so kernels never see a tail):

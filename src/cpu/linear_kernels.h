@@ -24,6 +24,8 @@ inline constexpr int kLinearRowBlock = 4;
 inline constexpr int kLinearChunk = 32;
 // K chunk of the int8 layouts: 64 kept int8 values of 2:4 fill one ZMM.
 inline constexpr int kLinearChunkInt8 = 128;
+// Tokens per ZMM lane group of the token-lane kernels (16 f32 lanes).
+inline constexpr int kTokenLanes = 16;
 // Zero bytes after a packed value array, so that a kernel may load one full vector at any value.
 inline constexpr size_t kLinearSlack = 128;
 
@@ -85,6 +87,9 @@ struct LinearCall {
   // tile in the dense block layout (f32 for the f32 kernel, int8 for the int8 kernel) instead of
   // w->values; w still supplies rows, K_x, bias and the int8 row scales and sums.
   const void* tile = nullptr;
+  // Token-lane kernels only: X transposed into slabs of kTokenLanes tokens, (ceil(M/16), K_x, 16)
+  // f32 with zero lanes past M, built once per call by transpose_token_lanes.
+  const float* xt = nullptr;
 };
 
 using LinearFn = void (*)(const LinearCall& call);
@@ -105,6 +110,11 @@ struct LinearKernels {
   LinearFn sparse24_bf16x = nullptr;
   // nm bf16 weights times bf16 activations (call.x_bf16; call.x holds them as f32 too), or null.
   LinearFn nm_bf16x = nullptr;
+  // sparse24 f32/bf16 weights on token lanes (call.xt): each kept value is broadcast and multiplies
+  // the 16 tokens' activations at its K, so only the kept products are executed; null where the tier
+  // has none. SparseLinear uses them from kTokenLaneMin tokens.
+  LinearFn sparse24_f32_lanes = nullptr;
+  LinearFn sparse24_bf16_lanes = nullptr;
   // The nm kernels expand each row block's K slabs once for all the call's tokens, so no M needs the
   // tile path for nm (set by AVX-512, src/cpu/avx512/linear_nm_slabs.h).
   bool nm_slabs = false;
@@ -128,12 +138,16 @@ void fill_linear_nm(LinearKernels& slots);  // picks the VPOPCNTDQ form when the
 void fill_linear_nm_table(LinearKernels& slots);    // lane ranks from a table (any AVX-512 tier CPU)
 void fill_linear_nm_vpopcnt(LinearKernels& slots);  // lane ranks from vpopcntd (needs VPOPCNTDQ)
 void fill_linear_int8(LinearKernels& slots);
+void fill_linear_token_lanes(LinearKernels& slots);  // sparse24 f32/bf16 on token lanes
 }  // namespace avx512
 
 // Decompresses row block b of a sparse (or bf16) packed weight into `tile` in the dense block layout
 // (f32 for f32/bf16 weights, int8 for int8): K_x/32 (int8: K_x/128) chunks of 4 rows. Portable code:
 // its cost is shared by all the tokens of a call.
 void decompress_block(const PackedLinear& w, int64_t b, void* tile);
+// Writes the (M, K_x) activations x as ceil(M/16) slabs of (K_x, 16): slab s, row k holds
+// x[16s .. 16s+15, k], zero past M. Portable code, once per call.
+void transpose_token_lanes(const float* x, int64_t M, int64_t K_x, float* xt);
 // Bytes of one tile of `w`.
 size_t tile_bytes(const PackedLinear& w);
 

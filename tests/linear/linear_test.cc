@@ -164,7 +164,7 @@ TEST(Linear, Sparse24AllNibbles) {
   // pairs[(r + g) % 6], so 6 rows cover all 6 nibbles in all 8 group slots of a chunk.
   if (!tier_available()) GTEST_SKIP() << "tier not supported here";
   const int pairs[6][2] = {{0, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}, {2, 3}};
-  const int64_t rows = 6, K = 64, M = 3;
+  const int64_t rows = 6, K = 64;
   std::vector<float> w(static_cast<size_t>(rows * K), 0.0f);
   const std::vector<float> values = random_floats(w.size(), 77, 0.5f, 1.5f);
   for (int64_t r = 0; r < rows; ++r) {
@@ -173,14 +173,18 @@ TEST(Linear, Sparse24AllNibbles) {
     }
   }
   const Tensor wt = Tensor::from_f32(w, {rows, K});
-  const Tensor x = random_tensor(DType::F32, {M, K}, 78);
   auto packed = compress_sparse24(wt.view(), "w");
   ASSERT_TRUE(packed.ok());
   auto layer = SparseLinear::sparse24(*packed);
   ASSERT_TRUE(layer.ok());
-  auto ref = ref_sparse_matmul(*packed, x.view());
-  ASSERT_TRUE(ref.ok());
-  check_layer(*layer, wt, x, ref->y, {}, "all nibbles seed=77");
+  // 3 tokens run on row lanes; 16 and 33 on token lanes (one slab, then a pair of slabs and a
+  // partial one).
+  for (int64_t M : {int64_t{3}, int64_t{16}, int64_t{33}}) {
+    const Tensor x = random_tensor(DType::F32, {M, K}, 78 + static_cast<uint64_t>(M));
+    auto ref = ref_sparse_matmul(*packed, x.view());
+    ASSERT_TRUE(ref.ok());
+    check_layer(*layer, wt, x, ref->y, {}, "all nibbles M=" + std::to_string(M));
+  }
 }
 
 TEST(Linear, NMMatchesReference) {

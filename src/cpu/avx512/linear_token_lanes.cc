@@ -1,0 +1,119 @@
+// AVX-512 sparse24 kernels on token lanes (design.md 8), f32 and bf16 weights, f32 activations, for
+// calls of several tokens. The activations come transposed (call.xt: 16 tokens per ZMM at each K),
+// so a kept value is one broadcast times the 16 tokens' activations at its K, found from its 2-bit
+// position: only the kept half of the products is executed, with no shuffle (the row-lane kernel of
+// linear_avx512.cc spends one vpermt2ps per FMA, so from a few tokens on it cannot beat dense).
+// Per kept value and slab: a broadcast, a 64-byte load of X^T, two integer ops, one FMA.
+// GCC 12's AVX-512 headers seed some intrinsics with _mm512_undefined_*(), which -Wuninitialized
+// reports inside the header; the values are fully overwritten, so the warning is silenced here only.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <bit>
+
+#include "cpu/linear_common.h"
+#include "cpu/linear_kernels.h"
+
+namespace nmkit::cpu::avx512 {
+namespace {
+
+inline __m512 broadcast(const float* p) { return _mm512_set1_ps(*p); }
+// bf16 -> f32 is exact: the bf16 bits are the high half of the f32.
+inline __m512 broadcast(const uint16_t* p) {
+  return _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(uint32_t{*p} << 16)));
+}
+
+// Writes the sums of R rows from block b for the tokens of S slabs from s0 (lane t of acc[r][s] is
+// token 16 (s0 + s) + t).
+template <int R, int S>
+void store_lanes(const LinearCall& call, int64_t b, int64_t s0, __m512 (&acc)[R][S]) {
+  for (int r = 0; r < R; ++r) {
+    const int64_t row = b * kLinearRowBlock + r;
+    if (row >= call.w->rows) break;
+    for (int s = 0; s < S; ++s) {
+      alignas(64) float sums[kTokenLanes];
+      _mm512_store_ps(sums, acc[r][s]);
+      const int64_t m0 = (s0 + s) * kTokenLanes;
+      for (int t = 0; t < kTokenLanes && m0 + t < call.M; ++t) store_output(call, m0 + t, row, sums[t]);
+    }
+  }
+}
+
+// R rows (R/4 consecutive row blocks from b; R = 4 or 8) times S slabs of 16 tokens from slab s0.
+// The loop runs over kept values outside and rows inside, so consecutive FMAs feed R*S different
+// accumulators (one row after another would chain 16 FMAs on one register, 4 cycles each: measured
+// 2x slower). The rows' meta words stay in registers, two per 64-bit word.
+template <int R, int S, class T>
+void lanes_block(const LinearCall& call, int64_t b, int64_t s0) {
+  const PackedLinear& w = *call.w;
+  const int64_t chunks = w.K_x / kLinearChunk;
+  const int64_t slab_stride = w.K_x * kTokenLanes;
+  const int64_t block_values = chunks * kLinearRowBlock * 16;  // values per row block
+  const float* xt = call.xt + s0 * slab_stride;
+  __m512 acc[R][S];
+  for (auto& row : acc) for (auto& a : row) a = _mm512_setzero_ps();
+  for (int64_t c = 0; c < chunks; ++c) {
+    const float* xc = xt + c * kLinearChunk * kTokenLanes;
+    const int64_t rec = (b * chunks + c) * kLinearRowBlock;  // row 0 of block b; block b+1 is chunks*4 later
+    const T* values = w.values.as<T>() + rec * 16;
+    const uint32_t* meta = w.meta.as<uint32_t>() + rec;
+    uint64_t words[R / 2];
+#pragma GCC unroll 4
+    for (int p = 0; p < R / 2; ++p) {
+      const uint32_t* m = meta + (2 * p / kLinearRowBlock) * chunks * kLinearRowBlock + (2 * p) % kLinearRowBlock;
+      words[p] = uint64_t{m[0]} | uint64_t{m[1]} << 32;
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) {
+      const char* group = reinterpret_cast<const char*>(xc + (j >> 1) * 4 * kTokenLanes);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        // Field j of row r's word times 64 bytes (one token-lane row of X^T): the even row's word is
+        // the low half of words[r/2], the odd row's the high half. A rotation (rorx, which leaves its
+        // source alone) brings the field to bits [6, 8), so each offset costs two integer ops.
+        const int shift = ((r % 2) * 32 + 2 * j - 6) & 63;
+        const auto offset = static_cast<size_t>(std::rotr(words[r / 2], shift) & 0xC0u);
+        const __m512 v = broadcast(values + (r / kLinearRowBlock) * block_values + (r % kLinearRowBlock) * 16 + j);
+#pragma GCC unroll 2
+        for (int s = 0; s < S; ++s) {
+          const float* x = reinterpret_cast<const float*>(group + offset) + s * slab_stride;
+          acc[r][s] = _mm512_fmadd_ps(v, _mm512_load_ps(x), acc[r][s]);
+        }
+      }
+    }
+  }
+  store_lanes<R, S>(call, b, s0, acc);
+}
+
+// Pairs of slabs share each broadcast and position. X^T (256 KiB per slab at K = 4096) streams from
+// L2. Measured and rejected: K tiles of X^T kept in L1 with partial sums (the weight stream becomes
+// 4 KiB pieces 32 KiB apart, which the prefetchers do not follow across pages: 1.35x slower, still
+// 1.1x with software prefetch), software prefetch of the weights and loading the next chunk's meta
+// words a chunk ahead (no gain), and for bf16 weights with bf16 activations a vdpbf16ps form whose
+// X side holds, per group of 4 K, the activation pairs of all six 2:4 nibbles (2.65 ms at M=16 and
+// 4096x4096 against 2.85 for the row-lane vdpbf16ps kernel, 43 against 42 at M=256: no gain for
+// 720 KiB of pairs per 16 tokens).
+template <int R, class T>
+void lanes_rows(const LinearCall& call, int64_t b) {
+  const int64_t slabs = (call.M + kTokenLanes - 1) / kTokenLanes;
+  int64_t s = 0;
+  for (; s + 2 <= slabs; s += 2) lanes_block<R, 2, T>(call, b, s);
+  if (s < slabs) lanes_block<R, 1, T>(call, b, s);
+}
+
+template <class T>
+void run(const LinearCall& call) {
+  int64_t b = call.block_begin;
+  for (; b + 2 <= call.block_end; b += 2) lanes_rows<8, T>(call, b);
+  if (b < call.block_end) lanes_rows<4, T>(call, b);
+}
+
+}  // namespace
+
+void fill_linear_token_lanes(LinearKernels& slots) {
+  slots.sparse24_f32_lanes = run<float>;
+  slots.sparse24_bf16_lanes = run<uint16_t>;
+}
+
+}  // namespace nmkit::cpu::avx512
