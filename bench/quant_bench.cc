@@ -127,8 +127,8 @@ int run_quant_bench(const QuantBenchOptions& options) {
              tier_name(*tier), thread_count(), options.stream ? "streaming" : "ordinary", copy_gbs, 4 * last_level_cache_bytes() >> 20);
   fmt::print("bf16 activations [M, K] -> codes + f32 scale per token; fused = quantize + lift to K' (align {}); "
              "ratio = fused time / plain time, floor = fused bytes / plain bytes;\n+RFO = the floor when "
-             "ordinary stores also read every line they write (write-allocate), as the kernels' stores do\n\n",
-             options.align);
+             "ordinary stores also read every line they write (write-allocate){}\n\n",
+             options.align, options.stream ? " (not this run: --stream bypasses the cache)" : ", as this run's stores do");
   fmt::print("{:>5} {:>5} {:>5} {:>6} {:>6} {:>10} {:>10} {:>8} {:>8} {:>7} {:>7} {:>9} {:>6}\n", "K", "M",
              "type", "pattern", "K'", "plain ms", "fused ms", "plain", "fused", "ratio", "floor", "ratio/fl", "+RFO");
   fmt::print("{:>5} {:>5} {:>5} {:>6} {:>6} {:>10} {:>10} {:>8} {:>8} {:>7} {:>7} {:>9} {:>6}\n", "", "", "", "",
