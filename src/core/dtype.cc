@@ -78,11 +78,29 @@ uint16_t f32_to_f16(float value) {
   return static_cast<uint16_t>(sign | ((rounded - 0x38000000u) >> 13));
 }
 
-uint16_t f32_to_bf16(float value) {
-  const uint32_t u = float_bits(value);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // quiet NaN
-  const uint32_t rounded = u + 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(rounded >> 16);
+namespace {
+
+// f32 bits -> bf16 bits: round to nearest even; a NaN keeps its top bits and is made quiet. Written
+// as a select so that loops over it vectorize.
+inline uint32_t bf16_bits(uint32_t u) {
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t quiet_nan = (u >> 16) | 0x40u;
+  return (u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded;
+}
+
+}  // namespace
+
+uint16_t f32_to_bf16(float value) { return static_cast<uint16_t>(bf16_bits(float_bits(value))); }
+
+void round_to_bf16(float* values, uint16_t* bits, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, values + i, 4);
+    const uint32_t h = bf16_bits(u) & 0xffffu;
+    const uint32_t back = h << 16;
+    std::memcpy(values + i, &back, 4);
+    if (bits != nullptr) bits[i] = static_cast<uint16_t>(h);
+  }
 }
 
 void convert_to_f32(DType dtype, const void* src, float* dst, size_t n) {

@@ -228,24 +228,17 @@ Status SparseLinear::apply(const float* x, int64_t M, float* y) const {
       call.x = codes.data();
       call.x_scale = scales.data();
     } else {
+      if (bf16x_kernel != nullptr) x_bf16.resize(static_cast<size_t>(count * w.K_x));
       for (int64_t m = 0; m < count; ++m) {
         float* dst = padded.data() + m * w.K_x;
         std::memcpy(dst, x + (m0 + m) * w.K, static_cast<size_t>(w.K) * 4);
         std::memset(dst + w.K, 0, static_cast<size_t>(w.K_x - w.K) * 4);
         if (w.bf16_x) {
-          for (int64_t k = 0; k < w.K; ++k) dst[k] = bf16_to_f32(f32_to_bf16(dst[k]));
+          round_to_bf16(dst, bf16x_kernel != nullptr ? x_bf16.data() + m * w.K_x : nullptr, static_cast<size_t>(w.K_x));
         }
       }
       call.x = padded.data();
-      if (bf16x_kernel != nullptr) {
-        x_bf16.resize(static_cast<size_t>(count * w.K_x));
-        for (size_t i = 0; i < x_bf16.size(); ++i) {
-          uint32_t bits;
-          std::memcpy(&bits, padded.data() + i, 4);
-          x_bf16[i] = static_cast<uint16_t>(bits >> 16);  // exact: the values are bf16 already
-        }
-        call.x_bf16 = x_bf16.data();
-      }
+      if (bf16x_kernel != nullptr) call.x_bf16 = x_bf16.data();
     }
     const cpu::LinearFn lanes = bf16x_kernel != nullptr ? nullptr : token_lane_kernel(w, table, count);
     if (lanes != nullptr) {

@@ -115,5 +115,26 @@ TEST(DType, Bf16RoundTripsEveryCodeAndRoundsToNearestEven) {
   EXPECT_TRUE(std::isnan(bf16_to_f32(f32_to_bf16(NAN))));
 }
 
+TEST(DType, Bf16BulkRoundingEqualsElementwise) {
+  // Every top half with low halves around the rounding boundary (ties, just below and above), so
+  // every sign, exponent (zero, denormal, inf, NaN) and tie-to-even case meets the bulk path.
+  const uint32_t lows[] = {0x0000u, 0x0001u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu, 0x4321u};
+  std::vector<float> values;
+  for (uint32_t h = 0; h < 65536; ++h) {
+    for (uint32_t low : lows) values.push_back(bits_to_test(h << 16 | low));
+  }
+  std::vector<float> rounded = values;
+  std::vector<uint16_t> out(values.size());
+  round_to_bf16(rounded.data(), out.data(), rounded.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    const uint16_t expected = f32_to_bf16(values[i]);
+    ASSERT_EQ(out[i], expected) << "input bits " << std::hex << bits(values[i]);
+    ASSERT_EQ(bits(rounded[i]), uint32_t{expected} << 16) << "input bits " << std::hex << bits(values[i]);
+  }
+  std::vector<float> again = values;
+  round_to_bf16(again.data(), nullptr, again.size());  // bits are optional
+  EXPECT_EQ(std::memcmp(again.data(), rounded.data(), again.size() * 4), 0);
+}
+
 }  // namespace
 }  // namespace nmkit
