@@ -78,7 +78,10 @@ class SparseLinear {
   static Result<SparseLinear> nm(const NMPacked& weight, const LinearOptions& options = {});
   // A SlideSparse weight: [rows, geometry.K_prime], 2:4-compliant, from a keep:2N weight of logical
   // width geometry.K (design.md 5). Runs as INT8 2:4 on activations lifted to K_prime while they are
-  // quantized (options.int8 is implied).
+  // quantized (options.int8 is implied). From 8 tokens per call it runs the same codes folded back
+  // onto K with the dense INT8 kernel and unlifted activations instead: the integer sums, and so Y,
+  // are the same bit for bit, and a CPU has no sparse unit for the 2:4 form to feed (measured 0.6x of
+  // dense at 256 tokens). That copy costs rows * K bytes more memory.
   static Result<SparseLinear> slid(const TensorView& slid_weight, const SlideGeometry& geometry,
                                    const LinearOptions& options = {});
 

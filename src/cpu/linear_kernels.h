@@ -68,6 +68,9 @@ struct PackedLinear {
   AlignedBytes bias;       // f32 [rows] or empty
   bool has_bias = false;
   bool bf16_x = false;  // X is rounded to bf16 before the kernel (LinearOptions::bf16_activations)
+  // Slid INT8 only: the same codes folded back onto the K columns of the weight it was slid from,
+  // packed dense, for calls of many tokens (SparseLinear::apply says when).
+  std::unique_ptr<PackedLinear> unslid;
   size_t streamed_bytes = 0;
 };
 
