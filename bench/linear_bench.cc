@@ -56,6 +56,10 @@ struct Candidate {
   int copies = 1;
   std::function<void(int)> call;
   CheckSpec check;
+  // Timing, in interleaved rounds (see time_in_rounds).
+  bool slow = false;             // one call takes over 0.25 s: one sample per round
+  int next_copy = 1;             // rotation continues across rounds
+  std::vector<double> round_ms;  // median of each round
 };
 
 // The current weight (dense-masked, in its dtype as f32 values) and tokens, plus sampled reference
@@ -207,6 +211,44 @@ struct WeightSet {
 
 }  // namespace
 
+// One weight set's problem for one M and everything its candidates' calls refer to, kept alive until
+// every round has run.
+struct SetRun {
+  Problem p;
+  std::vector<Candidate> candidates;
+  std::vector<std::vector<std::shared_ptr<OneDnnLinear>>> dnn;
+  std::vector<uint16_t> x_bf16;
+  std::vector<int8_t> x_i8;
+  float x_scale = 1.0f;
+};
+
+// Rounds of timing: each round times every candidate of every set in turn, so that drift of a shared
+// machine (other tenants, clocks) hits all kernels of a round alike, and speedups are medians over
+// rounds of same-round ratios.
+constexpr int kRounds = 5;
+
+void time_in_rounds(std::vector<std::unique_ptr<SetRun>>& runs, double min_seconds) {
+  for (int round = 0; round < kRounds; ++round) {
+    for (auto& run : runs) {
+      for (Candidate& c : run->candidates) {
+        const int offset = c.next_copy;
+        const Timing t = time_median([&](int i) { c.call((offset + i) % c.copies); }, c.slow ? 1 : 2,
+                                     c.slow ? 0.0 : min_seconds / kRounds, 0);
+        c.next_copy = (offset + t.samples) % c.copies;
+        c.round_ms.push_back(t.median_ms);
+        c.record.samples += t.samples;
+        c.record.min_ms = round == 0 ? t.min_ms : std::min(c.record.min_ms, t.min_ms);
+      }
+    }
+  }
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 int run_linear_bench(const LinearBenchOptions& options) {
   const int threads = thread_count();
   openblas_threads(threads);
@@ -216,8 +258,9 @@ int run_linear_bench(const LinearBenchOptions& options) {
              threads, last_level_cache_bytes() >> 20, copy_gbs, read_gbs);
   if (options.baselines && have_openblas()) fmt::print("OpenBLAS core: {}\n", openblas_core());
   if (const char* policy = std::getenv("OMP_WAIT_POLICY")) fmt::print("OMP_WAIT_POLICY={}\n", policy);
-  fmt::print("speedup: against the fastest dense kernel of the same weight dtype and M; ceiling: byte ratio "
-             "(memory-bound limit)\n\n");
+  fmt::print("median ms: median of {} interleaved rounds (each round times every kernel of a dtype and M in turn);\n"
+             "speedup: median over the rounds of (fastest dense kernel of the same weight dtype and M in that round /\n"
+             "kernel); ceiling: byte ratio (memory-bound limit)\n\n", kRounds);
 
   nlohmann::json records = nlohmann::json::array();
   records.push_back({{"kernel", "memcpy"}, {"threads", threads}, {"copy_gbs", copy_gbs}, {"read_gbs", read_gbs},
@@ -338,9 +381,12 @@ int run_linear_bench(const LinearBenchOptions& options) {
           std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
           for (auto& e : x) e = dist(rng);
         }
-        std::vector<Record> group;
+        std::vector<std::unique_ptr<SetRun>> runs;
         for (const WeightSet& set : sets) {
-          Problem p;
+          // The candidates' calls refer to this set's state by reference; it lives in `runs`.
+          runs.push_back(std::make_unique<SetRun>());
+          SetRun& run = *runs.back();
+          Problem& p = run.p;
           p.M = M;
           p.rows = rows;
           p.K = K;
@@ -348,7 +394,7 @@ int run_linear_bench(const LinearBenchOptions& options) {
           p.x = x;
           p.y.assign(static_cast<size_t>(M * rows), 0.0f);
           prepare_reference(p);
-          std::vector<Candidate> candidates;
+          std::vector<Candidate>& candidates = run.candidates;
           auto base_record = [&](const std::string& kernel, bool dense, int thr) {
             Record r;
             r.kernel = kernel;
@@ -384,11 +430,11 @@ int run_linear_bench(const LinearBenchOptions& options) {
             candidates.push_back(std::move(c));
           }
           // oneDNN in both weight layouts (prepacked and plain): a user would pick the faster.
-          std::vector<std::vector<std::shared_ptr<OneDnnLinear>>> dnn;
+          auto& dnn = run.dnn;
           dnn.reserve(2);  // the candidates keep references to its elements
-          std::vector<uint16_t> x_bf16;
-          std::vector<int8_t> x_i8;
-          float x_scale = 1.0f;
+          auto& x_bf16 = run.x_bf16;
+          auto& x_i8 = run.x_i8;
+          float& x_scale = run.x_scale;
           if (set.pattern == "dense" && options.baselines && have_onednn()) {
             const std::string type = dtype_name_text;
             // Activations in oneDNN's input type, prepared outside the timing.
@@ -453,25 +499,31 @@ int run_linear_bench(const LinearBenchOptions& options) {
                          set.pattern, M, c.record.max_error_ratio);
               all_ok = false;
             }
-            // Slow calls (Eigen at large M) take 3 samples so that the default run stays short.
-            const Timing t = time_median([&](int i) { c.call((i + 1) % c.copies); }, first_s > 0.25 ? 3 : 5,
-                                         options.min_seconds, 0);
-            c.record.median_ms = t.median_ms;
-            c.record.min_ms = t.min_ms;
-            c.record.samples = t.samples;
-            c.record.weight_gbs = c.bytes / (t.median_ms * 1e6);
-            c.record.gflops = 2.0 * static_cast<double>(M * rows * K) / (t.median_ms * 1e6);
-            group.push_back(c.record);
+            // Slow calls (Eigen at large M) take one sample per round so that the default run stays short.
+            c.slow = first_s > 0.25;
           }
+          p.w = {};  // checked: the dense-masked copy is no longer needed while the rounds run
         }
-        double best_dense = INFINITY;
-        for (const Record& r : group) {
-          if (r.dense) best_dense = std::min(best_dense, r.median_ms);
+        time_in_rounds(runs, options.min_seconds);
+        std::vector<const Candidate*> all;
+        for (const auto& run : runs) {
+          for (const Candidate& c : run->candidates) all.push_back(&c);
         }
-        if (group.empty()) continue;
+        if (all.empty()) continue;
+        std::vector<double> best_dense(kRounds, INFINITY);
+        for (const Candidate* c : all) {
+          if (!c->record.dense) continue;
+          for (int i = 0; i < kRounds; ++i) best_dense[i] = std::min(best_dense[i], c->round_ms[i]);
+        }
         print_header();
-        for (Record& r : group) {
-          r.speedup = std::isfinite(best_dense) ? best_dense / r.median_ms : 0.0;
+        for (const Candidate* c : all) {
+          Record r = c->record;
+          r.median_ms = median_of(c->round_ms);
+          r.weight_gbs = c->bytes / (r.median_ms * 1e6);
+          r.gflops = 2.0 * static_cast<double>(M * rows * K) / (r.median_ms * 1e6);
+          std::vector<double> ratios;
+          for (int i = 0; i < kRounds; ++i) ratios.push_back(best_dense[i] / c->round_ms[i]);
+          r.speedup = std::isfinite(best_dense[0]) ? median_of(ratios) : 0.0;
           print_record(r);
           records.push_back(to_json(r));
         }
