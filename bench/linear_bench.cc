@@ -409,7 +409,7 @@ int run_linear_bench(const LinearBenchOptions& options) {
           };
           if (!set.layers.empty()) {
             Candidate c;
-            c.record = base_record("nmkit " + set.layers[0]->kernel_name(), set.pattern == "dense", threads);
+            c.record = base_record("nmkit " + set.layers[0]->kernel_name(M), set.pattern == "dense", threads);
             c.record.byte_ratio = set.layers[0]->byte_ratio();
             c.bytes = static_cast<double>(set.layers[0]->bytes_streamed());
             c.copies = static_cast<int>(set.layers.size());

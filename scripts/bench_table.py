@@ -16,14 +16,15 @@ def main() -> int:
     with open(sys.argv[1]) as f:
         records = json.load(f)
     memcpy = next(r for r in records if r.get("kernel") == "memcpy")
-    print(f"{memcpy['threads']} threads, copy bandwidth {memcpy['copy_gbs']:.1f} GB/s (read+write), "
-          f"OpenBLAS core {memcpy.get('openblas_core', '?')}\n")
+    print(f"{memcpy['threads']} threads, copy bandwidth {memcpy['copy_gbs']:.1f} GB/s (read+write), read bandwidth "
+          f"{memcpy['read_gbs']:.1f} GB/s, OpenBLAS core {memcpy.get('openblas_core', '?')}\n")
     runs = [r for r in records if r.get("kernel") != "memcpy"]
     shapes = sorted({(r["rows"], r["K"]) for r in runs})
     for rows, K in shapes:
-        print(f"**{rows} x {K}** (median ms; speedup = best dense of the same weight dtype / kernel)\n")
-        print("| dtype | M | best dense | nmkit dense | nmkit sparse kernel | ms | speedup | ceiling | Eigen CSR |")
-        print("|---|---:|---|---:|---|---:|---:|---:|---:|")
+        print(f"**{rows} x {K}** (median ms of 5 interleaved rounds; speedup = median over the rounds of the fastest "
+              f"dense kernel of the same weight dtype / the sparse kernel; ceiling = byte ratio)\n")
+        print("| dtype | M | best dense (ms) | nmkit dense | nmkit sparse kernel | ms | weights GB/s | speedup | ceiling | Eigen CSR |")
+        print("|---|---:|---|---:|---|---:|---:|---:|---:|---:|")
         for dtype in ("f32", "bf16", "int8"):
             for M in sorted({r["M"] for r in runs if r["weight_dtype"] == dtype}):
                 group = [r for r in runs if (r["rows"], r["K"], r["weight_dtype"], r["M"]) == (rows, K, dtype, M)]
@@ -39,7 +40,7 @@ def main() -> int:
                     e = eigen.get(r["pattern"])
                     eigen_ms = f"{e['median_ms']:.2f}" if e else "-"
                     print(f"| {dtype} | {M} | {best['kernel']} {best['median_ms']:.3f} | "
-                          f"{ours['median_ms']:.3f} | {r['kernel'].removeprefix('nmkit ')} | {r['median_ms']:.3f} | "
+                          f"{ours['median_ms']:.3f} | {r['kernel'].removeprefix('nmkit ')} | {r['median_ms']:.3f} | {r['weight_gbs']:.1f} | "
                           f"{r['speedup_vs_best_dense']:.2f}x | {r['byte_ratio_ceiling']:.2f}x | {eigen_ms} |")
         print()
     return 0

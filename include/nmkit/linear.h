@@ -105,6 +105,9 @@ class SparseLinear {
   IsaTier tier() const;
   // "avx512 sparse24 bf16", "scalar dense f32", "avx2 slid6:8 int8", ...
   std::string kernel_name() const;
+  // The kernel a call of M tokens runs: kernel_name(), plus " as dense" for a slid weight from the
+  // token count at which it runs its unslid codes (see slid()).
+  std::string kernel_name(int64_t M) const;
 
   // Bytes of packed weight (values, indices or mask, scales) one call streams.
   size_t bytes_streamed() const;

@@ -34,6 +34,13 @@ Result<SparseLinear> finish(Result<std::unique_ptr<PackedLinear>> packed, const 
 // every row block of the weight is applied to them.
 int64_t token_block(int64_t K_x) { return std::max<int64_t>(16, (int64_t{1} << 20) / (K_x * 4)); }
 
+// Tokens from which a slid INT8 weight runs its unslid dense codes instead of the 2:4 kernel over
+// K_prime. That kernel executes (N-1)/N of the dense products but gathers the activations once per
+// token (vpermt2b), which costs about what the VNNI it saves does, over K_prime = 1.5 K for 6:8.
+// Measured on 4096x4096 6:8, 2 threads, median of same-process ratios to dense int8: slid 0.97-0.99x
+// at 2-4 tokens (unslid 1.00-1.05x), 0.87x at 8 (0.96x), 0.75x at 16 (1.01x), 0.59x at 256 (0.99x).
+constexpr int64_t kUnslidTokens = 8;
+
 }  // namespace
 
 struct SparseLinearAccess {
@@ -218,12 +225,6 @@ void run_tiles(const cpu::LinearKernels& kernels, const cpu::LinearCall& call) {
 
 namespace {
 
-// Tokens from which a slid INT8 weight runs its unslid dense codes instead of the 2:4 kernel over
-// K_prime. That kernel executes (N-1)/N of the dense products but gathers the activations once per
-// token (vpermt2b), which costs about what the VNNI it saves does, over K_prime = 1.5 K for 6:8.
-// Measured on 4096x4096 6:8, 2 threads, median of same-process ratios to dense int8: slid 0.97-0.99x
-// at 2-4 tokens (unslid 1.00-1.05x), 0.87x at 8 (0.96x), 0.75x at 16 (1.01x), 0.59x at 256 (0.99x).
-constexpr int64_t kUnslidTokens = 8;
 
 Status apply_packed(const PackedLinear& w, const float* x, int64_t M, float* y);
 
@@ -355,6 +356,11 @@ std::string SparseLinear::kernel_name() const {
   }
   const char* dtype = w.dtype == DType::F32 ? " f32" : w.dtype == DType::BF16 ? " bf16" : " int8";
   return name + dtype + (w.bf16_x ? " (bf16 x)" : "");
+}
+
+std::string SparseLinear::kernel_name(int64_t M) const {
+  if (packed_->unslid && M >= kUnslidTokens) return kernel_name() + " as dense";
+  return kernel_name();
 }
 
 size_t SparseLinear::bytes_streamed() const { return packed_->streamed_bytes; }

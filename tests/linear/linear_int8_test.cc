@@ -77,6 +77,9 @@ void run_case(Form form, Pattern pattern, const Shape3& s, uint64_t seed, bool w
     layer = SparseLinear::slid(slid->weight.view(), slid->geometry, options);
   }
   ASSERT_TRUE(layer.ok()) << layer.error().message();
+  // A slid weight names the form a call of M tokens runs (its unslid codes from 8 tokens).
+  EXPECT_EQ(layer->kernel_name(s.M).find(" as dense") != std::string::npos, form == Form::Slid && s.M >= 8)
+      << layer->kernel_name(s.M);
   std::vector<float> bias;
   if (with_bias) {
     bias = random_floats(static_cast<size_t>(s.rows), seed + 2);

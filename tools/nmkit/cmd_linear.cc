@@ -103,7 +103,7 @@ int run(const LinearArgs& args) {
   if (auto written = write_safetensors(args.output_path, out); !written.ok()) return report_error(written.error());
   std::printf("%s: Y [%lld, %lld] with %s in %.3f ms (%s of weights, byte ratio %.2fx over dense)\n",
               args.output_path.c_str(), static_cast<long long>(x.rows()), static_cast<long long>(layer->rows()),
-              layer->kernel_name().c_str(), ms, human_bytes(static_cast<double>(layer->bytes_streamed())).c_str(),
+              layer->kernel_name(x.rows()).c_str(), ms, human_bytes(static_cast<double>(layer->bytes_streamed())).c_str(),
               layer->byte_ratio());
   return 0;
 }
