@@ -81,7 +81,7 @@ class SparseLinear {
   // quantized (options.int8 is implied). From 8 tokens per call it runs the same codes folded back
   // onto K with the dense INT8 kernel and unlifted activations instead: the integer sums, and so Y,
   // are the same bit for bit, and a CPU has no sparse unit for the 2:4 form to feed (measured 0.6x of
-  // dense at 256 tokens). That copy costs rows * K bytes more memory.
+  // dense at 256 tokens). The first such call builds that copy (rows * K bytes more memory).
   static Result<SparseLinear> slid(const TensorView& slid_weight, const SlideGeometry& geometry,
                                    const LinearOptions& options = {});
 

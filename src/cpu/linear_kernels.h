@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <optional>
 
@@ -69,8 +70,10 @@ struct PackedLinear {
   bool has_bias = false;
   bool bf16_x = false;  // X is rounded to bf16 before the kernel (LinearOptions::bf16_activations)
   // Slid INT8 only: the same codes folded back onto the K columns of the weight it was slid from,
-  // packed dense, for calls of many tokens (SparseLinear::apply says when).
-  std::unique_ptr<PackedLinear> unslid;
+  // packed dense, for calls of many tokens (SparseLinear::apply says when). Built by the first such
+  // call, so that a layer only used for decode does not hold the codes twice.
+  mutable std::once_flag unslid_once;
+  mutable std::unique_ptr<PackedLinear> unslid;
   size_t streamed_bytes = 0;
 };
 

@@ -54,7 +54,6 @@ Result<SparseLinear> finish(Result<std::unique_ptr<PackedLinear>> packed, const 
   auto tier = choose_tier(options);
   if (!tier.ok()) return tier.error();
   (*packed)->tier = *tier;
-  if ((*packed)->unslid) (*packed)->unslid->tier = *tier;
   if (options.bf16_activations) {
     if ((*packed)->dtype == DType::I8) return Error("linear: bf16 activations do not apply to int8 weights");
     (*packed)->bf16_x = true;
@@ -65,24 +64,44 @@ Result<SparseLinear> finish(Result<std::unique_ptr<PackedLinear>> packed, const 
   return SparseLinearAccess::make(std::move(*packed));
 }
 
-// The INT8 codes of a slid weight folded back onto the K columns of the weight it was slid from.
-// Each non-zero sits in exactly one window, so this is a scatter through the lifting map; the
-// per-row scales stay (the same values, so the same maximum), and the lifted activations quantize
-// to the same codes as the unlifted ones (every column appears, so the same maximum): the product
-// is the same integer sum, bit for bit (design.md 5-6).
-Quantized unslide_codes(const QuantizedSparse24& q, const SlideGeometry& geometry) {
-  const Tensor lifted = decompress(q.packed);  // int8 [rows, K_prime]
+// The INT8 codes of a slid weight folded back onto the K columns of the weight it was slid from,
+// packed dense. Each non-zero sits in exactly one window, so this is a scatter through the lifting
+// map; the per-row scales stay (the same values, so the same maximum), and the lifted activations
+// quantize to the same codes as the unlifted ones (every column appears, so the same maximum): the
+// product is the same integer sum, bit for bit (design.md 5-6).
+std::unique_ptr<PackedLinear> unslide(const PackedLinear& w) {
+  const SlideGeometry& geometry = *w.slide;
   const std::vector<int64_t> source = lift_index_map(geometry);
-  const int64_t rows = lifted.rows();
-  Tensor codes = Tensor::zeros(DType::I8, {rows, geometry.K});
-  for (int64_t r = 0; r < rows; ++r) {
-    const int8_t* from = lifted.as<int8_t>() + r * geometry.K_prime;
-    int8_t* to = codes.as<int8_t>() + r * geometry.K;
-    for (int64_t j = 0; j < geometry.K_prime; ++j) {
-      if (from[j] != 0 && source[static_cast<size_t>(j)] >= 0) to[source[static_cast<size_t>(j)]] = from[j];
+  Tensor codes = Tensor::zeros(DType::I8, {w.rows, geometry.K});
+  std::vector<int8_t> tile(cpu::tile_bytes(w));  // one row block over K_x, chunks of 4 rows x 128
+  for (int64_t b = 0; b < w.row_blocks; ++b) {
+    cpu::decompress_block(w, b, tile.data());
+    for (int64_t r = 0; r < cpu::kLinearRowBlock && b * cpu::kLinearRowBlock + r < w.rows; ++r) {
+      int8_t* to = codes.as<int8_t>() + (b * cpu::kLinearRowBlock + r) * geometry.K;
+      for (int64_t j = 0; j < geometry.K_prime; ++j) {
+        const int8_t code = tile[static_cast<size_t>(((j / cpu::kLinearChunkInt8) * cpu::kLinearRowBlock + r) *
+                                                         cpu::kLinearChunkInt8 + j % cpu::kLinearChunkInt8)];
+        if (code != 0 && source[static_cast<size_t>(j)] >= 0) to[source[static_cast<size_t>(j)]] = code;
+      }
     }
   }
-  return Quantized{QuantType::Int8, std::move(codes), Tensor::copy_of(q.scales.view())};
+  Tensor scales = Tensor::empty(DType::F32, {w.rows});
+  std::memcpy(scales.as<float>(), w.row_scale.as<float>(), static_cast<size_t>(w.rows) * 4);
+  auto packed = cpu::pack_dense_int8(Quantized{QuantType::Int8, std::move(codes), std::move(scales)});
+  NMKIT_ASSERT(packed.ok());  // the slid weight passed the same checks over the wider K_prime
+  (*packed)->tier = w.tier;
+  if (w.has_bias) {
+    (*packed)->bias = cpu::AlignedBytes::zeros(w.bias.size);
+    std::memcpy((*packed)->bias.data.get(), w.bias.data.get(), w.bias.size);
+    (*packed)->has_bias = true;
+  }
+  return std::move(*packed);
+}
+
+// The unslid form of a slid INT8 weight, built once by the first call that needs it.
+const PackedLinear& unslid_form(const PackedLinear& w) {
+  std::call_once(w.unslid_once, [&w] { w.unslid = unslide(w); });
+  return *w.unslid;
 }
 
 }  // namespace
@@ -127,9 +146,6 @@ Result<SparseLinear> SparseLinear::slid(const TensorView& slid_weight, const Sli
   if (!packed.ok()) return packed.error();
   (*packed)->slide = geometry;
   (*packed)->K = geometry.K;  // the caller's X is the unlifted [M, K]
-  auto unslid = cpu::pack_dense_int8(unslide_codes(*q, geometry));
-  if (!unslid.ok()) return unslid.error();
-  (*packed)->unslid = std::move(*unslid);
   LinearOptions int8 = options;
   int8.int8 = true;
   return finish(std::move(packed), int8);
@@ -143,7 +159,7 @@ Status SparseLinear::set_bias(const TensorView& bias) {
   packed_->bias = cpu::AlignedBytes::zeros(static_cast<size_t>(packed_->rows) * 4);
   convert_to_f32(bias.dtype, bias.data, packed_->bias.as<float>(), static_cast<size_t>(packed_->rows));
   packed_->has_bias = true;
-  if (packed_->unslid) {
+  if (packed_->unslid) {  // already built by a call of many tokens
     PackedLinear& unslid = *packed_->unslid;
     unslid.bias = cpu::AlignedBytes::zeros(packed_->bias.size);
     std::memcpy(unslid.bias.data.get(), packed_->bias.data.get(), packed_->bias.size);
@@ -233,8 +249,8 @@ Status apply_packed(const PackedLinear& w, const float* x, int64_t M, float* y);
 Status SparseLinear::apply(const float* x, int64_t M, float* y) const {
   if (M < 0) return Error("linear: M = " + std::to_string(M) + " is negative");
   if (M == 0) return ok_status();
-  const bool unslid = packed_->unslid && M >= kUnslidTokens;
-  return apply_packed(unslid ? *packed_->unslid : *packed_, x, M, y);
+  const bool unslid = packed_->slide && M >= kUnslidTokens;
+  return apply_packed(unslid ? unslid_form(*packed_) : *packed_, x, M, y);
 }
 
 namespace {
@@ -359,7 +375,7 @@ std::string SparseLinear::kernel_name() const {
 }
 
 std::string SparseLinear::kernel_name(int64_t M) const {
-  if (packed_->unslid && M >= kUnslidTokens) return kernel_name() + " as dense";
+  if (packed_->slide && M >= kUnslidTokens) return kernel_name() + " as dense";
   return kernel_name();
 }
 

@@ -7,6 +7,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "nmkit/format.h"
@@ -164,6 +165,37 @@ TEST(LinearInt8, LargestCodesDoNotOverflow) {
     std::vector<float> y(expected.size(), std::numeric_limits<float>::quiet_NaN());
     ASSERT_TRUE(layer->apply(x.as<float>(), M, y.data()).ok());
     for (size_t i = 0; i < y.size(); ++i) EXPECT_EQ(y[i], expected[i]) << layer->kernel_name() << " output " << i;
+  }
+}
+
+TEST(LinearInt8, SlidUnslidFormBuiltOnceAndFollowsTheBias) {
+  // Two threads make the first many-token call of a slid layer at once (one builds the unslid codes),
+  // then a bias set after that build must reach them too; every result bit-exact.
+  if (!tier_available()) GTEST_SKIP() << "tier not supported here";
+  const int64_t rows = 37, K = 300, M = 24;
+  const Tensor w = pruned_weight(rows, K, {6, 8}, 4242);
+  const Tensor x = random_tensor(DType::F32, {M, K}, 4243, -3.0f, 3.0f);
+  auto slid = nmkit::slide(w.view(), Pattern{6, 8}, 32, "w");
+  ASSERT_TRUE(slid.ok());
+  auto layer = SparseLinear::slid(slid->weight.view(), slid->geometry);
+  ASSERT_TRUE(layer.ok());
+  auto qx = quantize_tokens(x.view(), QuantType::Int8, "x");
+  auto qw = quantize_weights(w.view(), QuantType::Int8, "w");
+  ASSERT_TRUE(qx.ok() && qw.ok());
+  const std::vector<float> bias = random_floats(static_cast<size_t>(rows), 4244);
+  for (bool with_bias : {false, true}) {
+    if (with_bias) {
+      ASSERT_TRUE(layer->set_bias(Tensor::from_f32(bias, {rows}).view()).ok());
+    }
+    std::vector<float> expected(static_cast<size_t>(M * rows));
+    ref_int8_linear(qx->codes.as<int8_t>(), qx->scales.as<float>(), M, K, qw->codes.as<int8_t>(),
+                    qw->scales.as<float>(), rows, with_bias ? bias.data() : nullptr, expected.data());
+    std::vector<float> y0(expected.size(), NAN), y1(expected.size(), NAN);
+    std::thread other([&] { EXPECT_TRUE(layer->apply(x.as<float>(), M, y1.data()).ok()); });
+    EXPECT_TRUE(layer->apply(x.as<float>(), M, y0.data()).ok());
+    other.join();
+    EXPECT_EQ(std::memcmp(y0.data(), expected.data(), y0.size() * 4), 0) << "bias " << with_bias;
+    EXPECT_EQ(std::memcmp(y1.data(), expected.data(), y1.size() * 4), 0) << "bias " << with_bias;
   }
 }
 
