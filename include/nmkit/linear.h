@@ -75,6 +75,10 @@ class SparseLinear {
   // A 2:4 weight in f32 or bf16 (int8 with options.int8).
   static Result<SparseLinear> sparse24(const Sparse24& weight, const LinearOptions& options = {});
   // Any keep:group with group <= 16, f32 or bf16 (int8 is not offered: its byte ratio is below 2:4's).
+  // On AVX-512 a keep:2N weight with keep = 2N-2 (4:6, 6:8, 8:10, ..., 14:16) is packed slid, as 2:4
+  // windows over K_prime (design.md 5) with X lifted on each call, which runs the 2:4 kernels:
+  // faster than the bitmask kernels up to 32 tokens (bf16 activations) or 64 (f32). Larger calls
+  // run the nm pack, built by the first of them (then both forms are held).
   static Result<SparseLinear> nm(const NMPacked& weight, const LinearOptions& options = {});
   // A SlideSparse weight: [rows, geometry.K_prime], 2:4-compliant, from a keep:2N weight of logical
   // width geometry.K (design.md 5). Runs as INT8 2:4 on activations lifted to K_prime while they are
@@ -103,10 +107,10 @@ class SparseLinear {
   DType weight_dtype() const;  // F32, BF16 or I8
   Pattern pattern() const;     // 2:4 for sparse24 and slid, the stored pattern for nm (dense: 2:4, unused)
   IsaTier tier() const;
-  // "avx512 sparse24 bf16", "scalar dense f32", "avx2 slid6:8 int8", ...
+  // "avx512 sparse24 bf16", "scalar dense f32", "avx2 slid6:8 int8", "avx512 nm6:8 f32 as slid", ...
   std::string kernel_name() const;
-  // The kernel a call of M tokens runs: kernel_name(), plus " as dense" for a slid weight from the
-  // token count at which it runs its unslid codes (see slid()).
+  // The kernel a call of M tokens runs: kernel_name(), or for a slid INT8 weight (slid()) or an nm
+  // weight packed slid (nm()) from the token count at which it runs its unslid form, that form's.
   std::string kernel_name(int64_t M) const;
 
   // Bytes of packed weight (values, indices or mask, scales) one call streams.

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <new>
 #include <optional>
+#include <vector>
 
 #include "nmkit/cpu.h"
 #include "nmkit/dtype.h"
@@ -69,11 +70,14 @@ struct PackedLinear {
   AlignedBytes bias;       // f32 [rows] or empty
   bool has_bias = false;
   bool bf16_x = false;  // X is rounded to bf16 before the kernel (LinearOptions::bf16_activations)
-  // Slid INT8 only: the same codes folded back onto the K columns of the weight it was slid from,
-  // packed dense, for calls of many tokens (SparseLinear::apply says when). Built by the first such
-  // call, so that a layer only used for decode does not hold the codes twice.
-  mutable std::once_flag unslid_once;
-  mutable std::unique_ptr<PackedLinear> unslid;
+  // Slid f32/bf16 (an nm keep:2N weight with keep = 2N-2, run as 2:4 over K_prime): source column of
+  // each of the K_prime activation columns, -1 for padding; X is lifted through it on every call.
+  std::vector<int32_t> lift_source;
+  // Slid weights only: the form calls of many tokens run (SparseLinear::apply says when): for INT8
+  // the same codes folded back onto K and packed dense, for f32/bf16 the nm pack of the unslid
+  // weight. Built by the first such call, so that a layer only used for decode holds one form.
+  mutable std::once_flag many_tokens_once;
+  mutable std::unique_ptr<PackedLinear> many_tokens;
   size_t streamed_bytes = 0;
 };
 

@@ -7,6 +7,7 @@
 
 #include "cpu/kernel_table.h"
 #include "cpu/linear_pack.h"
+#include "cpu/linear_slid_forms.h"
 #include "nmkit/linear.h"
 #include "nmkit/quant.h"
 #include "nmkit/slide.h"
@@ -34,12 +35,6 @@ Result<SparseLinear> finish(Result<std::unique_ptr<PackedLinear>> packed, const 
 // every row block of the weight is applied to them.
 int64_t token_block(int64_t K_x) { return std::max<int64_t>(16, (int64_t{1} << 20) / (K_x * 4)); }
 
-// Tokens from which a slid INT8 weight runs its unslid dense codes instead of the 2:4 kernel over
-// K_prime. That kernel executes (N-1)/N of the dense products but gathers the activations once per
-// token (vpermt2b), which costs about what the VNNI it saves does, over K_prime = 1.5 K for 6:8.
-// Measured on 4096x4096 6:8, 2 threads, median of same-process ratios to dense int8: slid 0.97-0.99x
-// at 2-4 tokens (unslid 1.00-1.05x), 0.87x at 8 (0.96x), 0.75x at 16 (1.01x), 0.59x at 256 (0.99x).
-constexpr int64_t kUnslidTokens = 8;
 
 }  // namespace
 
@@ -62,46 +57,6 @@ Result<SparseLinear> finish(Result<std::unique_ptr<PackedLinear>> packed, const 
     return Error("linear: no kernel for this weight form on tier " + std::string(tier_name(*tier)));
   }
   return SparseLinearAccess::make(std::move(*packed));
-}
-
-// The INT8 codes of a slid weight folded back onto the K columns of the weight it was slid from,
-// packed dense. Each non-zero sits in exactly one window, so this is a scatter through the lifting
-// map; the per-row scales stay (the same values, so the same maximum), and the lifted activations
-// quantize to the same codes as the unlifted ones (every column appears, so the same maximum): the
-// product is the same integer sum, bit for bit (design.md 5-6).
-std::unique_ptr<PackedLinear> unslide(const PackedLinear& w) {
-  const SlideGeometry& geometry = *w.slide;
-  const std::vector<int64_t> source = lift_index_map(geometry);
-  Tensor codes = Tensor::zeros(DType::I8, {w.rows, geometry.K});
-  std::vector<int8_t> tile(cpu::tile_bytes(w));  // one row block over K_x, chunks of 4 rows x 128
-  for (int64_t b = 0; b < w.row_blocks; ++b) {
-    cpu::decompress_block(w, b, tile.data());
-    for (int64_t r = 0; r < cpu::kLinearRowBlock && b * cpu::kLinearRowBlock + r < w.rows; ++r) {
-      int8_t* to = codes.as<int8_t>() + (b * cpu::kLinearRowBlock + r) * geometry.K;
-      for (int64_t j = 0; j < geometry.K_prime; ++j) {
-        const int8_t code = tile[static_cast<size_t>(((j / cpu::kLinearChunkInt8) * cpu::kLinearRowBlock + r) *
-                                                         cpu::kLinearChunkInt8 + j % cpu::kLinearChunkInt8)];
-        if (code != 0 && source[static_cast<size_t>(j)] >= 0) to[source[static_cast<size_t>(j)]] = code;
-      }
-    }
-  }
-  Tensor scales = Tensor::empty(DType::F32, {w.rows});
-  std::memcpy(scales.as<float>(), w.row_scale.as<float>(), static_cast<size_t>(w.rows) * 4);
-  auto packed = cpu::pack_dense_int8(Quantized{QuantType::Int8, std::move(codes), std::move(scales)});
-  NMKIT_ASSERT(packed.ok());  // the slid weight passed the same checks over the wider K_prime
-  (*packed)->tier = w.tier;
-  if (w.has_bias) {
-    (*packed)->bias = cpu::AlignedBytes::zeros(w.bias.size);
-    std::memcpy((*packed)->bias.data.get(), w.bias.data.get(), w.bias.size);
-    (*packed)->has_bias = true;
-  }
-  return std::move(*packed);
-}
-
-// The unslid form of a slid INT8 weight, built once by the first call that needs it.
-const PackedLinear& unslid_form(const PackedLinear& w) {
-  std::call_once(w.unslid_once, [&w] { w.unslid = unslide(w); });
-  return *w.unslid;
 }
 
 }  // namespace
@@ -129,6 +84,9 @@ Result<SparseLinear> SparseLinear::sparse24(const Sparse24& weight, const Linear
 
 Result<SparseLinear> SparseLinear::nm(const NMPacked& weight, const LinearOptions& options) {
   if (options.int8) return Error("linear: int8 is offered for dense, sparse24 and slid weights, not nm");
+  auto tier = choose_tier(options);
+  if (!tier.ok()) return tier.error();
+  if (cpu::nm_runs_slid(weight.pattern, *tier)) return finish(cpu::pack_nm_as_slid(weight), options);
   return finish(cpu::pack_nm(weight), options);
 }
 
@@ -159,12 +117,7 @@ Status SparseLinear::set_bias(const TensorView& bias) {
   packed_->bias = cpu::AlignedBytes::zeros(static_cast<size_t>(packed_->rows) * 4);
   convert_to_f32(bias.dtype, bias.data, packed_->bias.as<float>(), static_cast<size_t>(packed_->rows));
   packed_->has_bias = true;
-  if (packed_->unslid) {  // already built by a call of many tokens
-    PackedLinear& unslid = *packed_->unslid;
-    unslid.bias = cpu::AlignedBytes::zeros(packed_->bias.size);
-    std::memcpy(unslid.bias.data.get(), packed_->bias.data.get(), packed_->bias.size);
-    unslid.has_bias = true;
-  }
+  if (packed_->many_tokens) cpu::copy_bias(*packed_, *packed_->many_tokens);  // built by an earlier call
   return ok_status();
 }
 
@@ -249,8 +202,8 @@ Status apply_packed(const PackedLinear& w, const float* x, int64_t M, float* y);
 Status SparseLinear::apply(const float* x, int64_t M, float* y) const {
   if (M < 0) return Error("linear: M = " + std::to_string(M) + " is negative");
   if (M == 0) return ok_status();
-  const bool unslid = packed_->slide && M >= kUnslidTokens;
-  return apply_packed(unslid ? unslid_form(*packed_) : *packed_, x, M, y);
+  const int64_t many = cpu::many_tokens_from(*packed_);
+  return apply_packed(many > 0 && M >= many ? cpu::many_tokens_form(*packed_) : *packed_, x, M, y);
 }
 
 namespace {
@@ -298,8 +251,12 @@ Status apply_packed(const PackedLinear& w, const float* x, int64_t M, float* y) 
       if (bf16x_kernel != nullptr) x_bf16.resize(static_cast<size_t>(count * w.K_x));
       for (int64_t m = 0; m < count; ++m) {
         float* dst = padded.data() + m * w.K_x;
-        std::memcpy(dst, x + (m0 + m) * w.K, static_cast<size_t>(w.K) * 4);
-        std::memset(dst + w.K, 0, static_cast<size_t>(w.K_x - w.K) * 4);
+        if (!w.lift_source.empty()) {
+          cpu::lift_token(w, x + (m0 + m) * w.K, dst);
+        } else {
+          std::memcpy(dst, x + (m0 + m) * w.K, static_cast<size_t>(w.K) * 4);
+          std::memset(dst + w.K, 0, static_cast<size_t>(w.K_x - w.K) * 4);
+        }
         if (w.bf16_x) {
           round_to_bf16(dst, bf16x_kernel != nullptr ? x_bf16.data() + m * w.K_x : nullptr, static_cast<size_t>(w.K_x));
         }
@@ -348,7 +305,20 @@ int64_t SparseLinear::K() const { return packed_->K; }
 DType SparseLinear::weight_dtype() const { return packed_->dtype; }
 IsaTier SparseLinear::tier() const { return packed_->tier; }
 
+namespace {
+
+// An nm weight that SparseLinear::nm packed slid (f32/bf16 sparse24 over K_prime).
+bool nm_packed_slid(const PackedLinear& w) { return w.slide && w.dtype != DType::I8; }
+
+std::string kernel_label(IsaTier tier, const std::string& form, DType dtype, bool bf16_x, const char* how = "") {
+  const char* type = dtype == DType::F32 ? " f32" : dtype == DType::BF16 ? " bf16" : " int8";
+  return std::string(tier_name(tier)) + " " + form + type + how + (bf16_x ? " (bf16 x)" : "");
+}
+
+}  // namespace
+
 LinearWeight SparseLinear::weight_kind() const {
+  if (nm_packed_slid(*packed_)) return LinearWeight::NM;
   switch (packed_->kind) {
     case PackedKind::Dense: return LinearWeight::Dense;
     case PackedKind::Sparse24: return LinearWeight::Sparse24;
@@ -358,25 +328,28 @@ LinearWeight SparseLinear::weight_kind() const {
 }
 
 Pattern SparseLinear::pattern() const {
-  if (packed_->kind == PackedKind::NM) return packed_->pattern;
+  if (packed_->kind == PackedKind::NM || nm_packed_slid(*packed_)) return packed_->pattern;
   return Pattern{2, 4};
 }
 
 std::string SparseLinear::kernel_name() const {
   const PackedLinear& w = *packed_;
-  std::string name(tier_name(w.tier));
+  if (nm_packed_slid(w)) return kernel_label(w.tier, "nm" + w.pattern.str(), w.dtype, w.bf16_x, " as slid");
+  std::string form;
   switch (w.kind) {
-    case PackedKind::Dense: name += " dense"; break;
-    case PackedKind::Sparse24: name += w.slide ? " slid" + w.slide->pattern.str() : std::string(" sparse24"); break;
-    case PackedKind::NM: name += " nm" + w.pattern.str(); break;
+    case PackedKind::Dense: form = "dense"; break;
+    case PackedKind::Sparse24: form = w.slide ? "slid" + w.slide->pattern.str() : "sparse24"; break;
+    case PackedKind::NM: form = "nm" + w.pattern.str(); break;
   }
-  const char* dtype = w.dtype == DType::F32 ? " f32" : w.dtype == DType::BF16 ? " bf16" : " int8";
-  return name + dtype + (w.bf16_x ? " (bf16 x)" : "");
+  return kernel_label(w.tier, form, w.dtype, w.bf16_x);
 }
 
 std::string SparseLinear::kernel_name(int64_t M) const {
-  if (packed_->slide && M >= kUnslidTokens) return kernel_name() + " as dense";
-  return kernel_name();
+  const PackedLinear& w = *packed_;
+  const int64_t many = cpu::many_tokens_from(w);
+  if (many == 0 || M < many) return kernel_name();
+  if (w.dtype == DType::I8) return kernel_name() + " as dense";
+  return kernel_label(w.tier, "nm" + w.pattern.str(), w.dtype, w.bf16_x);
 }
 
 size_t SparseLinear::bytes_streamed() const { return packed_->streamed_bytes; }

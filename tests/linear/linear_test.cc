@@ -228,9 +228,43 @@ TEST(Linear, ReportsBytesAndRatios) {
   ASSERT_TRUE(nm.ok());
   auto nm_layer = SparseLinear::nm(*nm);
   ASSERT_TRUE(nm_layer.ok());
-  // 6 bf16 values + 1 mask byte per group of 8 bf16 (16 bytes dense).
-  EXPECT_DOUBLE_EQ(nm_layer->byte_ratio(), 16.0 / 13.0);
   EXPECT_NE(nm_layer->kernel_name().find("nm6:8 bf16"), std::string::npos) << nm_layer->kernel_name();
+  EXPECT_EQ(nm_layer->weight_kind(), LinearWeight::NM);
+  EXPECT_EQ(nm_layer->pattern().str(), "6:8");
+  EXPECT_DOUBLE_EQ(nm_layer->mac_ratio(), 8.0 / 6.0);
+  if (nm_layer->kernel_name().find("as slid") == std::string::npos) {
+    // 6 bf16 values + 1 mask byte per group of 8 bf16 (16 bytes dense).
+    EXPECT_DOUBLE_EQ(nm_layer->byte_ratio(), 16.0 / 13.0);
+  } else {
+    // Slid (AVX-512): K' = 384; per row 192 bf16 values and 4 bits per 4 columns of K'.
+    EXPECT_DOUBLE_EQ(nm_layer->byte_ratio(), 512.0 / (192 * 2 + 384 / 8));
+    EXPECT_EQ(nm_layer->kernel_name(64), std::string(tier_name(nm_layer->tier())) + " nm6:8 bf16");
+  }
+}
+
+TEST(Linear, NMSlidFormsAgreeAndFollowTheBias) {
+  // A 6:8 layer runs slid 2:4 for few tokens and its nm pack (built by the first large call) for
+  // many; both against the reference, and a bias set after the nm pack exists must reach it.
+  if (!tier_available()) GTEST_SKIP() << "tier not supported here";
+  const int64_t rows = 29, K = 200;
+  const Tensor w = pruned_weight(rows, K, {6, 8}, DType::F32, 515);
+  auto packed = compress_nm(w.view(), {6, 8}, "w");
+  ASSERT_TRUE(packed.ok());
+  auto layer = SparseLinear::nm(*packed);
+  ASSERT_TRUE(layer.ok());
+  const std::vector<float> bias = random_floats(static_cast<size_t>(rows), 516);
+  for (bool with_bias : {false, true}) {
+    if (with_bias) {
+      ASSERT_TRUE(layer->set_bias(Tensor::from_f32(bias, {rows}).view()).ok());
+    }
+    for (int64_t M : {int64_t{3}, int64_t{100}}) {
+      const Tensor x = random_tensor(DType::F32, {M, K}, 517 + static_cast<uint64_t>(M));
+      auto ref = ref_sparse_matmul(*packed, x.view());
+      ASSERT_TRUE(ref.ok());
+      check_layer(*layer, w, x, ref->y, with_bias ? bias : std::vector<float>{},
+                  layer->kernel_name(M) + " M=" + std::to_string(M) + (with_bias ? " with bias" : ""));
+    }
+  }
 }
 
 TEST(Linear, TensorApplyAndErrors) {
