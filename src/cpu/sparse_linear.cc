@@ -10,7 +10,6 @@
 #include "cpu/linear_slid_forms.h"
 #include "nmkit/linear.h"
 #include "nmkit/quant.h"
-#include "nmkit/slide.h"
 #include "nmkit/threads.h"
 
 namespace nmkit {
@@ -34,7 +33,6 @@ Result<SparseLinear> finish(Result<std::unique_ptr<PackedLinear>> packed, const 
 // Tokens per block when M is large: the block's activations (f32) stay within about 1 MiB of L2 while
 // every row block of the weight is applied to them.
 int64_t token_block(int64_t K_x) { return std::max<int64_t>(16, (int64_t{1} << 20) / (K_x * 4)); }
-
 
 }  // namespace
 
@@ -194,7 +192,7 @@ void run_tiles(const cpu::LinearKernels& kernels, const cpu::LinearCall& call) {
 
 namespace {
 
-
+// One call on one packed form (SparseLinear::apply picks the form).
 Status apply_packed(const PackedLinear& w, const float* x, int64_t M, float* y);
 
 }  // namespace
