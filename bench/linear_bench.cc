@@ -244,12 +244,6 @@ void time_in_rounds(std::vector<std::unique_ptr<SetRun>>& runs, double min_secon
   }
 }
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 int run_linear_bench(const LinearBenchOptions& options) {
   const int threads = thread_count();
   openblas_threads(threads);

@@ -20,12 +20,6 @@ double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // Page-touched buffer (so first-touch page faults are not timed).
 std::unique_ptr<std::byte[]> touched_buffer(size_t bytes, std::byte fill) {
   std::unique_ptr<std::byte[]> buf(new std::byte[bytes]);
@@ -36,6 +30,12 @@ std::unique_ptr<std::byte[]> touched_buffer(size_t bytes, std::byte fill) {
 size_t default_stream_bytes(size_t bytes) { return bytes ? bytes : 4 * last_level_cache_bytes(); }
 
 }  // namespace
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
 
 Timing time_median(const std::function<void(int)>& fn, int min_samples, double min_seconds, int warmup,
                    int max_samples) {

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <vector>
 
 namespace nmkit::bench {
 
@@ -14,6 +15,9 @@ struct Timing {
   double max_ms = 0;
   int samples = 0;
 };
+
+// Median of v (the mean of the middle two for an even count); v must not be empty.
+double median_of(std::vector<double> v);
 
 // Calls fn(i) with i = 0, 1, 2, ... (use i % copies to pick a rotated operand): `warmup` untimed
 // calls, then timed calls until at least min_samples and min_seconds have passed (and at most
