@@ -80,14 +80,13 @@ std::unique_ptr<PackedLinear> unslide_nm(const PackedLinear& w) {
 
 bool nm_runs_slid(Pattern pattern, IsaTier tier) {
   // keep = 2N-2 fills every window; below it the 2:4 windows would store more slots than nm does.
-  return tier >= IsaTier::Avx512 && pattern.group % 2 == 0 && pattern.group >= 6 && pattern.keep == pattern.group - 2;
+  // Groups over 16 go to pack_nm, which refuses them.
+  return tier >= IsaTier::Avx512 && pattern.group % 2 == 0 && pattern.group >= 6 && pattern.group <= 16 &&
+         pattern.keep == pattern.group - 2;
 }
 
 Result<std::unique_ptr<PackedLinear>> pack_nm_as_slid(const NMPacked& weight) {
   NMKIT_TRY(validate(weight, "nm weight"));
-  if (weight.pattern.group > 16) {
-    return Error("nm weight: pattern " + weight.pattern.str() + " has group > 16 (kernels take groups up to 16)");
-  }
   const Tensor dense = decompress(weight);
   auto slid = slide(dense.view(), weight.pattern, 32, "nm weight");
   if (!slid.ok()) return slid.error();

@@ -15,7 +15,7 @@
 
 namespace nmkit::cpu {
 
-// Whether SparseLinear::nm packs `pattern` as slid 2:4 f32/bf16 on `tier`.
+// Whether SparseLinear::nm packs `pattern` as slid 2:4 f32/bf16 on `tier` (keep = 2N-2, group <= 16).
 bool nm_runs_slid(Pattern pattern, IsaTier tier);
 
 // An nm keep:2N weight (keep = 2N-2) slid onto 2:4 windows and packed as sparse24 over K_prime,

@@ -188,24 +188,7 @@ void run_tiles(const cpu::LinearKernels& kernels, const cpu::LinearCall& call) {
   });
 }
 
-}  // namespace
-
-namespace {
-
 // One call on one packed form (SparseLinear::apply picks the form).
-Status apply_packed(const PackedLinear& w, const float* x, int64_t M, float* y);
-
-}  // namespace
-
-Status SparseLinear::apply(const float* x, int64_t M, float* y) const {
-  if (M < 0) return Error("linear: M = " + std::to_string(M) + " is negative");
-  if (M == 0) return ok_status();
-  const int64_t many = cpu::many_tokens_from(*packed_);
-  return apply_packed(many > 0 && M >= many ? cpu::many_tokens_form(*packed_) : *packed_, x, M, y);
-}
-
-namespace {
-
 Status apply_packed(const PackedLinear& w, const float* x, int64_t M, float* y) {
   const cpu::LinearFn kernel = cpu::linear_kernel_for(cpu::kernels_for(w.tier).linear, w.kind, w.dtype);
   NMKIT_ASSERT(kernel != nullptr);
@@ -262,7 +245,7 @@ Status apply_packed(const PackedLinear& w, const float* x, int64_t M, float* y) 
       call.x = padded.data();
       if (bf16x_kernel != nullptr) call.x_bf16 = x_bf16.data();
     }
-    const cpu::LinearFn lanes = bf16x_kernel != nullptr ? nullptr : token_lane_kernel(w, table, count);
+    const cpu::LinearFn lanes = token_lane_kernel(w, table, count);
     if (lanes != nullptr) {
       const int64_t slabs = (count + cpu::kTokenLanes - 1) / cpu::kTokenLanes;
       const size_t bytes = static_cast<size_t>(slabs * w.K_x * cpu::kTokenLanes) * 4;
@@ -280,6 +263,13 @@ Status apply_packed(const PackedLinear& w, const float* x, int64_t M, float* y) 
 }
 
 }  // namespace
+
+Status SparseLinear::apply(const float* x, int64_t M, float* y) const {
+  if (M < 0) return Error("linear: M = " + std::to_string(M) + " is negative");
+  if (M == 0) return ok_status();
+  const int64_t many = cpu::many_tokens_from(*packed_);
+  return apply_packed(many > 0 && M >= many ? cpu::many_tokens_form(*packed_) : *packed_, x, M, y);
+}
 
 Result<Tensor> SparseLinear::apply(const TensorView& x) const {
   if (x.shape.size() != 2 || x.cols() != packed_->K) {
