@@ -232,13 +232,16 @@ TEST(Linear, ReportsBytesAndRatios) {
   EXPECT_EQ(nm_layer->weight_kind(), LinearWeight::NM);
   EXPECT_EQ(nm_layer->pattern().str(), "6:8");
   EXPECT_DOUBLE_EQ(nm_layer->mac_ratio(), 8.0 / 6.0);
-  if (nm_layer->kernel_name().find("as slid") == std::string::npos) {
+  // The form follows from the tier (linear.h): slid on AVX-512, the bitmask below it.
+  if (nm_layer->tier() < IsaTier::Avx512) {
     // 6 bf16 values + 1 mask byte per group of 8 bf16 (16 bytes dense).
     EXPECT_DOUBLE_EQ(nm_layer->byte_ratio(), 16.0 / 13.0);
+    EXPECT_EQ(nm_layer->kernel_name().find("as slid"), std::string::npos) << nm_layer->kernel_name();
   } else {
-    // Slid (AVX-512): K' = 384; per row 192 bf16 values and 4 bits per 4 columns of K'.
+    // Slid: K' = 384; per row 192 bf16 values and 4 bits per 4 columns of K'.
     EXPECT_DOUBLE_EQ(nm_layer->byte_ratio(), 512.0 / (192 * 2 + 384 / 8));
-    EXPECT_EQ(nm_layer->kernel_name(64), std::string(tier_name(nm_layer->tier())) + " nm6:8 bf16");
+    EXPECT_EQ(nm_layer->kernel_name(), "avx512 nm6:8 bf16 as slid");
+    EXPECT_EQ(nm_layer->kernel_name(64), "avx512 nm6:8 bf16");
   }
 }
 
@@ -292,6 +295,13 @@ TEST(Linear, TensorApplyAndErrors) {
   auto wide_nm = compress_nm(wide.view(), {4, 32}, "w");
   ASSERT_TRUE(wide_nm.ok());
   EXPECT_FALSE(SparseLinear::nm(*wide_nm).ok());  // groups above 16 have no kernel
+  // Also when the pattern would slide (keep = group - 2): the slid packing is not a way around it.
+  const Tensor wide_slidable = pruned_weight(2, 64, {30, 32}, DType::F32, 14);
+  auto wide_slidable_nm = compress_nm(wide_slidable.view(), {30, 32}, "w");
+  ASSERT_TRUE(wide_slidable_nm.ok());
+  auto refused = SparseLinear::nm(*wide_slidable_nm);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message().find("group > 16"), std::string::npos) << refused.error().message();
 }
 
 }  // namespace
