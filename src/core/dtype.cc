@@ -96,7 +96,7 @@ void round_to_bf16(float* values, uint16_t* bits, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     uint32_t u;
     std::memcpy(&u, values + i, 4);
-    const uint32_t h = bf16_bits(u) & 0xffffu;
+    const uint32_t h = bf16_bits(u);  // < 2^16: a carry past bit 31 needs a NaN input, which takes the other branch
     const uint32_t back = h << 16;
     std::memcpy(values + i, &back, 4);
     if (bits != nullptr) bits[i] = static_cast<uint16_t>(h);

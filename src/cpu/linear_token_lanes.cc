@@ -15,8 +15,12 @@ void transpose_token_lanes(const float* x, int64_t M, int64_t K_x, float* xt) {
     for (int64_t k0 = 0; k0 < K_x; k0 += 16) {
       const int64_t kn = std::min<int64_t>(16, K_x - k0);
       for (int64_t t = 0; t < kTokenLanes; ++t) {
+        if (t >= tokens) {  // lanes past M: zeros, so the kernels need no mask
+          for (int64_t k = 0; k < kn; ++k) slab[(k0 + k) * kTokenLanes + t] = 0.0f;
+          continue;
+        }
         const float* src = x + (s * kTokenLanes + t) * K_x + k0;
-        for (int64_t k = 0; k < kn; ++k) slab[(k0 + k) * kTokenLanes + t] = t < tokens ? src[k] : 0.0f;
+        for (int64_t k = 0; k < kn; ++k) slab[(k0 + k) * kTokenLanes + t] = src[k];
       }
     }
   }
