@@ -29,6 +29,13 @@ if ! python3 -c 'import numpy' 2>/dev/null; then
   python3 -m pip install --quiet numpy 2>/dev/null || python3 -m pip install --quiet --break-system-packages numpy
 fi
 
+# gguf: the PyPI reader of llama.cpp's GGUF files, the independent oracle of nmkit's GGUF reader,
+# dequantization and writer (tests/gguf). Pinned: the oracle's float32 operation order is its code's.
+if ! python3 -c 'import gguf' 2>/dev/null; then
+  echo "setup: installing gguf (pip)" >&2
+  python3 -m pip install --quiet gguf==0.19.0 2>/dev/null || python3 -m pip install --quiet --break-system-packages gguf==0.19.0
+fi
+
 # A configure that failed leaves a cache but no build files: configure again then.
 if [ ! -f build/CMakeCache.txt ] || [ ! -f build/Makefile ]; then
   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
