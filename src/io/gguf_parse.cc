@@ -237,11 +237,11 @@ Result<ParsedGguf> parse_gguf(std::string_view path, const std::byte* bytes, siz
   auto n_kv = in.scalar<uint64_t>("the key-value count");
   if (!n_kv.ok()) return n_kv.error();
   if (*n_kv > in.left() / kMinKeyValueBytes) {
-    return Error(prefix + "key-value count " + std::to_string(*n_kv) + " needs at least " +
+    return Error(prefix + "truncated or corrupt: key-value count " + std::to_string(*n_kv) + " needs at least " +
                  std::to_string(kMinKeyValueBytes) + " bytes each, the file has " + std::to_string(in.left()) + " left");
   }
   if (*n_tensors > in.left() / kMinTensorInfoBytes) {
-    return Error(prefix + "tensor count " + std::to_string(*n_tensors) + " needs at least " +
+    return Error(prefix + "truncated or corrupt: tensor count " + std::to_string(*n_tensors) + " needs at least " +
                  std::to_string(kMinTensorInfoBytes) + " bytes each, the file has " + std::to_string(in.left()) + " left");
   }
 
