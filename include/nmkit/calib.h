@@ -84,6 +84,20 @@ Result<SparseGptResult> sparsegpt_prune_with(const TensorView& w, const InverseC
                                              Pattern pattern, const SparseGptOptions& options = {},
                                              std::string_view name = "");
 
+// Least-squares refit of the kept weights of `pruned` (its non-zeros; the mask is kept) toward w's
+// outputs on inputs with Hessian H (K x K, both triangles), damped like SparseGPT's:
+// `iterations` steps of Jacobi-preconditioned conjugate gradient over all rows at once. The damped
+// objective trace((W - Wp) Hd (W - Wp)^T) never rises (if rounding to the dtype made it rise, the
+// input is left as it was and `reverted` is set).
+struct ReconstructResult {
+  double objective_before = 0, objective_after = 0;
+  int iterations = 0;
+  bool reverted = false;
+};
+Result<ReconstructResult> reconstruct_kept(const TensorView& w, Tensor& pruned, const double* H,
+                                           int iterations, double damping = 0.01,
+                                           std::string_view name = "");
+
 // ||X W^T - X Wp^T||_F / ||X W^T||_F over the inputs whose Hessian is H (K x K, both triangles):
 // sqrt(trace(D H D^T) / trace(W H W^T)) with D = W - Wp. 0 when X W^T is zero.
 Result<double> output_error(const TensorView& w, const TensorView& pruned, const double* H);
