@@ -11,6 +11,8 @@ packages=(cmake g++ make git python3 python3-pip unzip
           libeigen3-dev libopenblas-dev libdnnl-dev
           # the tokenizer's pre-tokenizer regexes (UTF + Unicode properties), found by pkg-config
           libpcre2-dev pkg-config
+          # LAPACKE: the C interface to LAPACK (Cholesky for SparseGPT, src/calib).
+          liblapacke-dev
           # oneDNN's CMake config looks for OpenCL and stops the configure without it; apt-get only
           # recommends the package, and recommendations are not installed here.
           ocl-icd-opencl-dev)
