@@ -4,7 +4,7 @@ docs/design.md section 11.3), on the same vocabulary and merges.
 
 Byte-level BPE: SmolLM2's vocabulary and merges, read from its GGUF with the PyPI `gguf` reader,
 built into a `tokenizers` Tokenizer with each pre-tokenizer nmkit supports from tokenizer.json
-(smollm, gpt2, llama3); the same tokenizer.json files are what nmkit loads. SentencePiece-style
+(smollm, gpt2, llama3, and llama.cpp's default sequence); the same tokenizer.json files are what nmkit loads. SentencePiece-style
 BPE: a vocabulary trained here with `tokenizers`, given sentencepiece scores from its merge order
 and the 256 <0xNN> byte-fallback tokens. Every text must give identical ids and decode back to
 itself.
@@ -30,6 +30,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
                 r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+DEFAULT_REGEXES = [r"[\p{P}\$\+<=>\^~\|]+",
+                   r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)",
+                   r"\p{N}+", r"[0-9][0-9][0-9]"]
 
 
 def find_gguf(arg):
@@ -77,6 +80,10 @@ def byte_level_tokenizer(tokens, types, merges, pre):
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
     elif pre == "gpt2":
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    elif pre == "default":  # llama.cpp's regex sequence for a vocabulary without a pre type
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [pre_tokenizers.Split(Regex(r), behavior="isolated", invert=False) for r in DEFAULT_REGEXES]
+            + [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     elif pre == "llama3":
         tok.pre_tokenizer = pre_tokenizers.Sequence([
             pre_tokenizers.Split(Regex(LLAMA3_REGEX), behavior="isolated", invert=False),
@@ -217,7 +224,7 @@ def main():
             return 0 if ok else 1
         tokens, types, merges = read_gguf_vocab(gguf_path)
         print("vocabulary: %s (%d tokens, %d merges)" % (gguf_path, len(tokens), len(merges)))
-        for pre in ["smollm", "gpt2", "llama3"]:
+        for pre in ["smollm", "gpt2", "llama3", "default"]:
             hf = byte_level_tokenizer(tokens, types, merges, pre)
             path = workdir / ("%s.json" % pre)
             hf.save(str(path))
