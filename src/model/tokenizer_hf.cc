@@ -139,7 +139,6 @@ Result<Tokenizer> Tokenizer::from_hf_json(const std::string& tokenizer_json_path
     if (!id.is_number_integer()) return fail("vocab entry '" + text + "' has no integer id");
     NMKIT_TRY(place(text, id.get<int64_t>()));
   }
-  const size_t n_model = vocab.tokens.size();
   std::vector<int32_t> types;
   if (root.contains("added_tokens") && root["added_tokens"].is_array()) {
     for (const json& added : root["added_tokens"]) {
@@ -162,7 +161,6 @@ Result<Tokenizer> Tokenizer::from_hf_json(const std::string& tokenizer_json_path
     const bool is_byte = byte_fallback && text.size() == 6 && text.rfind("<0x", 0) == 0 && text[5] == '>';
     types[id] = static_cast<int32_t>(is_byte ? TokenType::kByte : TokenType::kNormal);
   }
-  (void)n_model;
   vocab.token_types = std::move(types);
 
   if (model.contains("merges") && model["merges"].is_array()) {
