@@ -44,7 +44,8 @@ struct LlamaParams {
 // An absent tensor is an Error naming it.
 using TensorLoader = std::function<Result<Tensor>(const std::string& name)>;
 
-// How the block linears are stored after pruning (design.md 4 and 5).
+// How the block linears are held and run after pruning (design.md 4 and 5): a checkpoint's WeightFormat
+// plus Slid, which a checkpoint stores as a dense or sparse24 weight with a slide record.
 enum class LinearFormat { Dense, Sparse24, NM, Slid };
 Result<LinearFormat> parse_linear_format(std::string_view text);  // "dense" | "sparse24" | "nm" | "slid"
 std::string_view linear_format_name(LinearFormat format);
