@@ -11,6 +11,8 @@ packages=(cmake g++ make git python3 python3-pip unzip
           libeigen3-dev libopenblas-dev libdnnl-dev
           # LAPACKE: the C interface to LAPACK (Cholesky for SparseGPT, src/calib).
           liblapacke-dev
+          # the tokenizer's pre-tokenizer regexes (UTF + Unicode properties), found by pkg-config
+          libpcre2-dev pkg-config
           # oneDNN's CMake config looks for OpenCL and stops the configure without it; apt-get only
           # recommends the package, and recommendations are not installed here.
           ocl-icd-opencl-dev)
@@ -30,6 +32,15 @@ if ! python3 -c 'import numpy' 2>/dev/null; then
   echo "setup: installing numpy (pip)" >&2
   python3 -m pip install --quiet numpy 2>/dev/null || python3 -m pip install --quiet --break-system-packages numpy
 fi
+
+# tokenizers + gguf: the independent oracles of the tokenizer test (tests/tokenizer), which builds
+# `tokenizers` tokenizers from SmolLM2's vocabulary read with the `gguf` reader.
+for module in tokenizers gguf; do
+  if ! python3 -c "import $module" 2>/dev/null; then
+    echo "setup: installing $module (pip)" >&2
+    python3 -m pip install --quiet "$module" 2>/dev/null || python3 -m pip install --quiet --break-system-packages "$module"
+  fi
+done
 
 # A configure that failed leaves a cache but no build files: configure again then.
 if [ ! -f build/CMakeCache.txt ] || [ ! -f build/Makefile ]; then
