@@ -44,10 +44,11 @@ struct LlamaParams {
 // An absent tensor is an Error naming it.
 using TensorLoader = std::function<Result<Tensor>(const std::string& name)>;
 
-// How the block linears are stored after pruning (design.md 4 and 5).
-enum class WeightFormat { Dense, Sparse24, NM, Slid };
-Result<WeightFormat> parse_weight_format(std::string_view text);  // "dense" | "sparse24" | "nm" | "slid"
-std::string_view weight_format_name(WeightFormat format);
+// How the block linears are held and run after pruning (design.md 4 and 5): a checkpoint's WeightFormat
+// plus Slid, which a checkpoint stores as a dense or sparse24 weight with a slide record.
+enum class LinearFormat { Dense, Sparse24, NM, Slid };
+Result<LinearFormat> parse_linear_format(std::string_view text);  // "dense" | "sparse24" | "nm" | "slid"
+std::string_view linear_format_name(LinearFormat format);
 // "f32" | "bf16" | "int8" -> F32, BF16, I8.
 Result<DType> parse_weight_dtype(std::string_view text);
 
@@ -60,7 +61,7 @@ struct ModelOptions {
   // slidable pattern and runs int8 (whatever `weights` says); nm runs f32 or bf16.
   std::optional<Pattern> pattern;
   PruneMethod method = PruneMethod::Magnitude;
-  WeightFormat format = WeightFormat::Dense;
+  LinearFormat format = LinearFormat::Dense;
   // Hold each block linear's dense f32 weight (after pruning) next to its packed form: needed by
   // dense_weight(), replace_linear() and tensors() (calibrated pruning, saving). About 4 bytes per
   // linear weight more memory.
@@ -146,7 +147,7 @@ class LlamaModel {
   // (pattern: the one the weight complies with, for sparse24/nm/slid), in this model's weight dtype.
   // Needs options.keep_dense_weights (linears sharing an input are packed together).
   Status replace_linear(int64_t b, std::string_view name, const TensorView& weight,
-                        WeightFormat format, std::optional<Pattern> pattern = std::nullopt);
+                        LinearFormat format, std::optional<Pattern> pattern = std::nullopt);
 
   // Every tensor under its GGUF name in GGUF order (token_embd, output_norm, output if separate,
   // then per block attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate, ffn_up,

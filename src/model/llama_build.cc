@@ -33,20 +33,20 @@ Status LlamaParams::validate() const {
   return ok_status();
 }
 
-Result<WeightFormat> parse_weight_format(std::string_view text) {
-  if (text == "dense") return WeightFormat::Dense;
-  if (text == "sparse24") return WeightFormat::Sparse24;
-  if (text == "nm") return WeightFormat::NM;
-  if (text == "slid") return WeightFormat::Slid;
+Result<LinearFormat> parse_linear_format(std::string_view text) {
+  if (text == "dense") return LinearFormat::Dense;
+  if (text == "sparse24") return LinearFormat::Sparse24;
+  if (text == "nm") return LinearFormat::NM;
+  if (text == "slid") return LinearFormat::Slid;
   return Error("format '" + std::string(text) + "' is not dense, sparse24, nm or slid");
 }
 
-std::string_view weight_format_name(WeightFormat format) {
+std::string_view linear_format_name(LinearFormat format) {
   switch (format) {
-    case WeightFormat::Dense: return "dense";
-    case WeightFormat::Sparse24: return "sparse24";
-    case WeightFormat::NM: return "nm";
-    case WeightFormat::Slid: return "slid";
+    case LinearFormat::Dense: return "dense";
+    case LinearFormat::Sparse24: return "sparse24";
+    case LinearFormat::NM: return "nm";
+    case LinearFormat::Slid: return "slid";
   }
   return "?";
 }
@@ -72,22 +72,22 @@ std::string block_tensor_name(int64_t b, std::string_view name) {
 
 namespace {
 
-Status check_format(DType weights, WeightFormat format, const std::optional<Pattern>& pattern) {
+Status check_format(DType weights, LinearFormat format, const std::optional<Pattern>& pattern) {
   if (weights != DType::F32 && weights != DType::BF16 && weights != DType::I8) {
     return Error("model: weights " + std::string(dtype_name(weights)) + " is not f32, bf16 or int8");
   }
-  if (format == WeightFormat::Dense) return ok_status();
-  if (!pattern) return Error("model: format " + std::string(weight_format_name(format)) + " needs a pattern");
-  if (format == WeightFormat::Sparse24 && !(*pattern == Pattern{2, 4})) {
+  if (format == LinearFormat::Dense) return ok_status();
+  if (!pattern) return Error("model: format " + std::string(linear_format_name(format)) + " needs a pattern");
+  if (format == LinearFormat::Sparse24 && !(*pattern == Pattern{2, 4})) {
     return Error("model: format sparse24 needs pattern 2:4, not " + pattern->str());
   }
-  if (format == WeightFormat::NM && weights == DType::I8) {
+  if (format == LinearFormat::NM && weights == DType::I8) {
     return Error("model: format nm runs f32 or bf16 weights, not int8 (use slid or sparse24)");
   }
-  if (format == WeightFormat::NM && pattern->group > 16) {
+  if (format == LinearFormat::NM && pattern->group > 16) {
     return Error("model: format nm supports groups up to 16, not " + pattern->str());
   }
-  if (format == WeightFormat::Slid && !pattern->slidable()) {
+  if (format == LinearFormat::Slid && !pattern->slidable()) {
     return Error("model: format slid needs a pattern keep:2N with keep <= 2N-2, not " + pattern->str());
   }
   return ok_status();
@@ -96,36 +96,36 @@ Status check_format(DType weights, WeightFormat format, const std::optional<Patt
 }  // namespace
 
 // Packs a dense(-masked) f32 weight [rows, K] as `format` in the `weights` dtype.
-Result<SparseLinear> pack_linear(const Tensor& w, DType weights, WeightFormat format,
+Result<SparseLinear> pack_linear(const Tensor& w, DType weights, LinearFormat format,
                                  const std::optional<Pattern>& pattern, const std::string& name) {
   NMKIT_TRY(check_format(weights, format, pattern));
   LinearOptions lo;
   lo.int8 = weights == DType::I8;
   Tensor bf16;
   TensorView view = w.view();
-  if (weights == DType::BF16 && format != WeightFormat::Slid) {
+  if (weights == DType::BF16 && format != LinearFormat::Slid) {
     bf16 = Tensor::empty(DType::BF16, w.shape());
     convert_from_f32(DType::BF16, w.as<float>(), bf16.data(), static_cast<size_t>(w.numel()));
     view = bf16.view();
   }
   Result<SparseLinear> linear = Error("");
   switch (format) {
-    case WeightFormat::Dense:
+    case LinearFormat::Dense:
       linear = SparseLinear::dense(view, lo);
       break;
-    case WeightFormat::Sparse24: {
+    case LinearFormat::Sparse24: {
       auto packed = compress_sparse24(view, name);
       if (!packed.ok()) return packed.error();
       linear = SparseLinear::sparse24(*packed, lo);
       break;
     }
-    case WeightFormat::NM: {
+    case LinearFormat::NM: {
       auto packed = compress_nm(view, *pattern, name);
       if (!packed.ok()) return packed.error();
       linear = SparseLinear::nm(*packed, lo);
       break;
     }
-    case WeightFormat::Slid: {
+    case LinearFormat::Slid: {
       auto slid = slide(view, *pattern, 32, name);
       if (!slid.ok()) return slid.error();
       lo.int8 = true;
@@ -176,7 +176,7 @@ Result<Tensor> load_checked(const TensorLoader& load, const std::string& name, c
 }  // namespace
 
 Status Block::pack_group(int g, const LlamaParams& p, const ModelOptions& o, int64_t b,
-                         std::vector<Tensor>& weights, WeightFormat format,
+                         std::vector<Tensor>& weights, LinearFormat format,
                          const std::optional<Pattern>& pattern) {
   (void)p;
   std::vector<const Tensor*> parts;
@@ -206,9 +206,9 @@ const ModelOptions& LlamaModel::options() const { return impl_->options; }
 Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const TensorLoader& load,
                                      const ModelOptions& options) {
   NMKIT_TRY(params.validate());
-  if (options.format != WeightFormat::Dense || options.pattern) {
-    if (options.format != WeightFormat::Dense && !options.pattern) {
-      return Error("model: format " + std::string(weight_format_name(options.format)) + " needs --pattern");
+  if (options.format != LinearFormat::Dense || options.pattern) {
+    if (options.format != LinearFormat::Dense && !options.pattern) {
+      return Error("model: format " + std::string(linear_format_name(options.format)) + " needs --pattern");
     }
   }
   if (options.pattern && options.method != PruneMethod::Magnitude) {
@@ -267,7 +267,7 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const TensorLoad
     if (!w.ok()) return w.error();
     output = std::move(w.value());
   }
-  auto head = model::pack_linear(output, options.weights, WeightFormat::Dense, std::nullopt,
+  auto head = model::pack_linear(output, options.weights, LinearFormat::Dense, std::nullopt,
                                  params.tied_output ? "token_embd.weight" : "output.weight");
   if (!head.ok()) return head.error();
   impl->head = std::make_unique<SparseLinear>(std::move(head.value()));
@@ -283,7 +283,7 @@ Result<TensorView> LlamaModel::dense_weight(int64_t b, std::string_view name) co
 }
 
 Status LlamaModel::replace_linear(int64_t b, std::string_view name, const TensorView& weight,
-                                  WeightFormat format, std::optional<Pattern> pattern) {
+                                  LinearFormat format, std::optional<Pattern> pattern) {
   NMKIT_TRY(impl_->check_linear(b, name));
   model::Block& block = impl_->blocks[static_cast<size_t>(b)];
   if (block.dense.empty()) return Error("model: replace_linear needs ModelOptions::keep_dense_weights");

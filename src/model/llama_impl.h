@@ -38,19 +38,19 @@ inline int linear_index(std::string_view name) {
   return -1;
 }
 
-Result<SparseLinear> pack_linear(const Tensor& w, DType weights, WeightFormat format,
+Result<SparseLinear> pack_linear(const Tensor& w, DType weights, LinearFormat format,
                                  const std::optional<Pattern>& pattern, const std::string& name);
 
 struct Block {
   Tensor attn_norm, ffn_norm;  // f32 [n_embd]
   std::array<std::unique_ptr<SparseLinear>, kGroupCount> linears;
-  std::array<WeightFormat, kGroupCount> formats{};
+  std::array<LinearFormat, kGroupCount> formats{};
   std::array<std::optional<Pattern>, kGroupCount> patterns;
   std::vector<Tensor> dense;  // the 7 f32 weights when kept (ModelOptions::keep_dense_weights)
 
   // (Re)packs group g from weights (the 7 block linears, f32).
   Status pack_group(int g, const LlamaParams& p, const ModelOptions& o, int64_t b,
-                    std::vector<Tensor>& weights, WeightFormat format, const std::optional<Pattern>& pattern);
+                    std::vector<Tensor>& weights, LinearFormat format, const std::optional<Pattern>& pattern);
 };
 
 }  // namespace nmkit::model

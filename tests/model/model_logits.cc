@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
       if (!p.ok()) return fail(p.error().message());
       options.pattern = *p;
     } else if (flag == "--format") {
-      auto f = parse_weight_format(value);
+      auto f = parse_linear_format(value);
       if (!f.ok()) return fail(f.error().message());
       options.format = *f;
     } else if (flag == "--mode") {
