@@ -116,7 +116,6 @@ struct TableExpand {
 
 template <class T>
 void nm(const LinearCall& call) {
-  if (call.M >= kNMSlabTokens) return nm_slabs<T>(call, TableExpand{});
   for (int64_t b = call.block_begin; b < call.block_end; ++b) {
     int64_t m = 0;
     for (; m + 4 <= call.M; m += 4) nm_block<4, T>(call, b, m);
@@ -129,12 +128,12 @@ void nm(const LinearCall& call) {
   }
 }
 
-// bf16 weights and bf16 activations: the slabs with vdpbf16ps from 5 tokens, below that the f32
-// streaming kernel on the rounded activations (call.x holds them too).
-void nm_bf16x(const LinearCall& call) {
-  if (call.M >= kNMSlabTokens) return nm_slabs_bf16x(call, TableExpand{});
-  nm<uint16_t>(call);
-}
+// The slab forms (src/cpu/avx512/linear_nm_slabs.h): each K slab of a row block expanded once for all
+// the call's tokens; the plan (src/linear/linear_plan.cc) says from how many tokens.
+template <class T>
+void nm_slab(const LinearCall& call) { nm_slabs<T>(call, TableExpand{}); }
+// bf16 weights and bf16 activations (call.x_bf16) with vdpbf16ps.
+void nm_slab_bf16x(const LinearCall& call) { nm_slabs_bf16x(call, TableExpand{}); }
 
 template <class T>
 void nm_tile(const PackedLinear& w, int64_t b, float* tile) {
@@ -167,8 +166,9 @@ void fill_linear_nm(LinearKernels& slots) {
 void fill_linear_nm_table(LinearKernels& slots) {
   slots.nm_tile_f32 = nm_tile<float>;
   slots.nm_tile_bf16 = nm_tile<uint16_t>;
-  slots.nm_slabs = true;
-  slots.nm_bf16x = nm_bf16x;
+  slots.nm_f32_slabs = nm_slab<float>;
+  slots.nm_bf16_slabs = nm_slab<uint16_t>;
+  slots.nm_bf16x_slabs = nm_slab_bf16x;
   slots.nm_f32 = nm<float>;
   slots.nm_bf16 = nm<uint16_t>;
 }
