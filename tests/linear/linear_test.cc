@@ -7,6 +7,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cpu/linear_kernels.h"
@@ -16,6 +17,7 @@
 #include "nmkit/format.h"
 #include "nmkit/linear.h"
 #include "nmkit/reference.h"
+#include "nmkit/slide.h"
 #include "util/random.h"
 
 namespace nmkit::test {
@@ -288,6 +290,53 @@ TEST(Linear, NMSlidFormsAgreeAndFollowTheBias) {
       ASSERT_TRUE(ref.ok());
       check_layer(*layer, w, x, ref->y, with_bias ? bias : std::vector<float>{},
                   layer->kernel_name(M) + " M=" + std::to_string(M) + (with_bias ? " with bias" : ""));
+    }
+  }
+}
+
+// One rule for non-finite activations on every path and tier (include/nmkit/linear.h): an Error
+// naming the row and column, whichever form and kernel the plan picks for M.
+TEST(Linear, NonFiniteXIsAnErrorOnEveryPath) {
+  if (!tier_available()) GTEST_SKIP() << "tier not supported here";
+  const int64_t rows = 12, K = 72;
+  const Tensor w24 = pruned_weight(rows, K, {2, 4}, DType::F32, 31);
+  const Tensor w68 = pruned_weight(rows, K, {6, 8}, DType::BF16, 32);
+  auto p24 = compress_sparse24(w24.view(), "w");
+  auto p68 = compress_nm(w68.view(), {6, 8}, "w");
+  ASSERT_TRUE(p24.ok() && p68.ok());
+  auto geometry = SlideGeometry::make({6, 8}, K);
+  ASSERT_TRUE(geometry.ok());
+  auto slid = slide(w68.view(), *geometry, "w");
+  ASSERT_TRUE(slid.ok());
+  for (bool onednn : {true, false}) {
+    LinearOptions plain, int8, bf16x;
+    plain.onednn = int8.onednn = bf16x.onednn = onednn;
+    int8.int8 = true;
+    bf16x.bf16_activations = true;
+    std::vector<std::pair<std::string, Result<SparseLinear>>> layers;
+    layers.emplace_back("dense f32", SparseLinear::dense(w24.view(), plain));
+    layers.emplace_back("dense bf16 (bf16 x)", SparseLinear::dense(w68.view(), bf16x));
+    layers.emplace_back("dense int8", SparseLinear::dense(w24.view(), int8));
+    layers.emplace_back("sparse24 f32", SparseLinear::sparse24(*p24, plain));
+    layers.emplace_back("sparse24 int8", SparseLinear::sparse24(*p24, int8));
+    layers.emplace_back("nm6:8 bf16", SparseLinear::nm(*p68, plain));
+    layers.emplace_back("nm6:8 bf16 (bf16 x)", SparseLinear::nm(*p68, bf16x));
+    layers.emplace_back("slid6:8 int8", SparseLinear::slid(slid->view(), *geometry, plain));
+    for (auto& [what, layer] : layers) {
+      ASSERT_TRUE(layer.ok()) << what << ": " << layer.error().message();
+      for (int64_t M : {int64_t{1}, int64_t{16}, int64_t{100}}) {
+        for (float bad : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
+          Tensor x = random_tensor(DType::F32, {M, K}, 33 + static_cast<uint64_t>(M));
+          const int64_t m = M / 2, k = K - 5;
+          x.as<float>()[m * K + k] = bad;
+          std::vector<float> y(static_cast<size_t>(M * rows));
+          const Status status = layer->apply(x.as<float>(), M, y.data());
+          ASSERT_FALSE(status.ok()) << what << " " << layer->kernel_name(M) << " M=" << M << " passed " << bad;
+          const std::string expected = "row " + std::to_string(m) + ", column " + std::to_string(k) + ": value ";
+          EXPECT_NE(status.error().message().find(expected), std::string::npos)
+              << layer->kernel_name(M) << ": " << status.error().message();
+        }
+      }
     }
   }
 }
