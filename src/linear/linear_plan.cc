@@ -64,17 +64,19 @@ constexpr int64_t kTileTokens = 64;
 // 0.49-0.56x, noisy), being bound by the bytes they stream.
 // Noisy, `nmkit bench linear --rows 4096 --k 4096` with nmkit's own kernels beside the oneDNN plan
 // (same-round ratio own / oneDNN route; < 1 means oneDNN wins): see kOnednn* below.
+// Thresholds per weight as the user built it (an nm weight packed slid counts as nm, whichever of
+// its forms a call reads), dtype and activation type.
 struct OnednnFrom {
   int64_t dense_f32, dense_bf16, dense_bf16x, dense_int8;
   int64_t sparse24_f32, sparse24_bf16, sparse24_bf16x, sparse24_int8;
   int64_t nm_f32, nm_bf16, nm_bf16x;
-  int64_t unslid_int8;
+  int64_t slid_int8;
 };
 constexpr OnednnFrom kOnednnFrom{
     /*dense_f32=*/4, /*dense_bf16=*/4, /*dense_bf16x=*/4, /*dense_int8=*/16,
-    /*sparse24_f32=*/64, /*sparse24_bf16=*/64, /*sparse24_bf16x=*/32, /*sparse24_int8=*/64,
+    /*sparse24_f32=*/128, /*sparse24_bf16=*/64, /*sparse24_bf16x=*/32, /*sparse24_int8=*/64,
     /*nm_f32=*/32, /*nm_bf16=*/32, /*nm_bf16x=*/64,
-    /*unslid_int8=*/16,
+    /*slid_int8=*/16,
 };
 
 // Tokens up to which a call is bound by the weight bytes it streams: f32 weights give 2M flops per 4
@@ -82,20 +84,25 @@ constexpr OnednnFrom kOnednnFrom{
 // ~9 flops per byte, i.e. M ~ 18.
 constexpr int64_t kMemoryBoundTokens = 16;
 
-int64_t onednn_from(PackedKind kind, DType dtype, bool bf16_x, bool unslid) {
+int64_t onednn_from(const PackedLinear& w) {
   const OnednnFrom& t = kOnednnFrom;
-  switch (kind) {
+  const bool bf16x = w.bf16_x;
+  if (w.slide) {
+    if (w.dtype == DType::I8) return t.slid_int8;
+    return w.dtype == DType::BF16 ? (bf16x ? t.nm_bf16x : t.nm_bf16) : t.nm_f32;  // nm packed slid
+  }
+  switch (w.kind) {
     case PackedKind::Dense:
-      if (dtype == DType::I8) return unslid ? t.unslid_int8 : t.dense_int8;
-      if (dtype == DType::BF16) return bf16_x ? t.dense_bf16x : t.dense_bf16;
-      return bf16_x ? t.dense_bf16x : t.dense_f32;
+      if (w.dtype == DType::I8) return t.dense_int8;
+      if (w.dtype == DType::BF16) return bf16x ? t.dense_bf16x : t.dense_bf16;
+      return bf16x ? t.dense_bf16x : t.dense_f32;
     case PackedKind::Sparse24:
-      if (dtype == DType::I8) return t.sparse24_int8;
-      if (dtype == DType::BF16) return bf16_x ? t.sparse24_bf16x : t.sparse24_bf16;
+      if (w.dtype == DType::I8) return t.sparse24_int8;
+      if (w.dtype == DType::BF16) return bf16x ? t.sparse24_bf16x : t.sparse24_bf16;
       return t.sparse24_f32;
     case PackedKind::NM:
-      if (dtype == DType::BF16 && bf16_x) return t.nm_bf16x;
-      return dtype == DType::BF16 ? t.nm_bf16 : t.nm_f32;
+      if (w.dtype == DType::BF16) return bf16x ? t.nm_bf16x : t.nm_bf16;
+      return t.nm_f32;
   }
   return INT64_MAX;
 }
@@ -132,7 +139,7 @@ LinearPlan plan_for(const LinearLayer& layer, int64_t M) {
     }
   }
   plan.matmul = matmul_type(plan.dtype, w.bf16_x);
-  if (M >= onednn_from(plan.kind, plan.dtype, w.bf16_x, plan.form == FormUsed::Unslid) &&
+  if (M >= onednn_from(w) &&
       onednn_allowed(layer, plan.matmul)) {
     plan.route = Route::Onednn;
     return plan;

@@ -3,7 +3,8 @@
 // lane) come from one vpandd and one vpopcntd on the broadcast mask, instead of two table lookups
 // and their scalar glue: about 9 instead of 14 operations per row and 16 K, which decides the speed
 // of a memory-bound call since an nm kernel does far more work per weight byte than a dense one.
-// The whole file may use VPOPCNTDQ; nothing in it runs unless the CPU has it.
+// The whole file may use VPOPCNTDQ (its own flags in src/cpu/CMakeLists.txt); nothing in it runs
+// unless the CPU has it.
 // Tried and rejected on Zen 5 (L1-resident microbenchmark, bf16 6:8, 2 rows): vpexpandw (VBMI2,
 // register form) placing 32 bf16 values per 32-bit mask, then two widenings and two FMAs, took 5.7 ns
 // per row and 32 K against 3.0 ns for the two vpermps steps here; vpermw with ranks from vpopcntw
@@ -11,8 +12,9 @@
 // vpermw per 16 K placing bf16 values straight into the high halves (pdep'd mask, no vpmovzxwd)
 // took 3.25 ns.
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC target("popcnt,avx512vpopcntdq")
+#endif
 #include <immintrin.h>
 
 #include "cpu/avx512/linear_nm_slabs.h"
