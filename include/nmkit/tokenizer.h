@@ -69,8 +69,9 @@ class Tokenizer {
   Result<std::vector<int32_t>> encode(std::string_view text, bool add_special,
                                       bool parse_special) const;
   // Concatenated pieces; control tokens are rendered as their text. For "llama" with
-  // add_space_prefix, the first token's leading space is dropped (the one encode added).
-  // Out-of-range ids decode to nothing.
+  // add_space_prefix, the first token's leading space is dropped (the one encode added). No
+  // clean-up of spaces before punctuation (llama.cpp's clean_spaces for some pre types), so
+  // decode(encode(t)) == t. Out-of-range ids decode to nothing.
   std::string decode(std::span<const int32_t> ids) const;
   // The bytes one token stands for (may be part of a UTF-8 character); "" for an invalid id.
   std::string token_to_piece(int32_t id) const;
