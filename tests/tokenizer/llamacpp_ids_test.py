@@ -33,10 +33,16 @@ def main():
         print("SKIPPED: " + reason)
         return SKIP
     texts, names = hf_oracle_test.corpus()
-    texts = texts[:-1]  # the long concatenation is covered by its parts
+    texts = [t.encode("utf-8") for t in texts[:-1]]  # the long concatenation is covered by its parts
+    # Invalid UTF-8, where each bad byte is U+FFFD for both (tokenizer.h): lone continuation
+    # bytes, truncated sequences, leads F8..FF, at the start, middle and end. (Overlong forms and
+    # surrogates are not compared: llama.cpp decodes them to their code points; code points above
+    # U+10FFFF, leads F5..F7, abort llama-tokenize.)
+    texts += [b"\x80abc", b"ab\xc3(cd \xe2\x82 x\xff\xfe y", b"caf\xc3",
+              b"\xf8\x88\x80\x80\x80 12\x9f3", b"\xf0\x9f\x98 \xe2\x80"]
     with tempfile.TemporaryDirectory() as tmp:
         work = pathlib.Path(tmp)
-        (work / "texts.json").write_text(json.dumps(texts), encoding="utf-8")
+        (work / "texts.json").write_text(json.dumps([{"hex": t.hex()} for t in texts]))
         r = subprocess.run([args.probe, gguf_path, str(work / "texts.json"), str(work / "out.json")],
                            capture_output=True, text=True)
         if r.returncode != 0:
@@ -47,9 +53,9 @@ def main():
         n_ids = 0
         for i, text in enumerate(texts):
             path = work / "text.txt"
-            path.write_bytes(text.encode("utf-8"))
+            path.write_bytes(text)
             r = subprocess.run([args.llama_tokenize, "-m", gguf_path, "-f", str(path), "--ids",
-                                "--no-escape", "--parse-special", "--no-bos", "--log-disable"],
+                                "--no-escape", "--no-bos", "--log-disable"],
                                capture_output=True, text=True)
             if r.returncode != 0:
                 print("FAIL: llama-tokenize exited %d: %s" % (r.returncode, r.stderr.strip()[-300:]))
