@@ -10,6 +10,7 @@
 #include "model/llama_impl.h"
 #include "nmkit/format.h"
 #include "nmkit/slide.h"
+#include "nmkit/slide_geometry.h"
 
 namespace nmkit {
 
@@ -325,6 +326,61 @@ size_t LlamaModel::weight_bytes_per_token() const {
   size_t bytes = impl_->head->bytes_streamed();
   for (const auto& block : impl_->blocks) {
     for (const auto& l : block.linears) bytes += l->bytes_streamed();
+  }
+  return bytes;
+}
+
+namespace model {
+namespace {
+
+size_t linear_storage_bytes(int64_t rows, int64_t K, DType weights, LinearFormat format,
+                            const std::optional<Pattern>& pattern) {
+  const double ds = weights == DType::F32 ? 4 : weights == DType::BF16 ? 2 : 1;
+  const double scales = weights == DType::I8 ? 4.0 * static_cast<double>(rows) : 0.0;
+  const double r = static_cast<double>(rows);
+  double bytes = 0;
+  switch (format) {
+    case LinearFormat::Dense:
+      bytes = r * static_cast<double>(K) * ds;
+      break;
+    case LinearFormat::Sparse24: {
+      const int64_t K_pad = (K + 3) / 4 * 4;
+      bytes = r * (static_cast<double>(K_pad / 2) * ds + static_cast<double>((K_pad + 7) / 8));
+      break;
+    }
+    case LinearFormat::NM: {
+      const int64_t groups = pattern->groups(K);
+      bytes = r * (static_cast<double>(groups * pattern->keep) * ds + static_cast<double>((pattern->padded(K) + 7) / 8));
+      break;
+    }
+    case LinearFormat::Slid: {
+      auto g = SlideGeometry::make(*pattern, K);
+      const int64_t Kp = g.ok() ? g->K_prime : K;
+      bytes = r * (static_cast<double>(Kp / 2) + static_cast<double>(Kp / 8));  // int8 values + 2-bit indices
+      break;
+    }
+  }
+  return static_cast<size_t>(bytes + scales);
+}
+
+}  // namespace
+}  // namespace model
+
+size_t LlamaModel::storage_bytes() const {
+  const LlamaParams& p = impl_->params;
+  const DType w = impl_->options.weights;
+  const int64_t d = p.n_embd, hd = p.head_dim();
+  size_t bytes = model::linear_storage_bytes(p.n_vocab, d, w, LinearFormat::Dense, std::nullopt);
+  if (!p.tied_output) bytes *= 2;
+  bytes += static_cast<size_t>(d) * 4 * static_cast<size_t>(1 + 2 * p.n_layer);  // norms
+  const int64_t shapes[7][2] = {{p.n_head * hd, d}, {p.n_head_kv * hd, d}, {p.n_head_kv * hd, d}, {d, p.n_head * hd},
+                                {p.n_ff, d},        {p.n_ff, d},           {d, p.n_ff}};
+  for (const auto& block : impl_->blocks) {
+    for (int i = 0; i < 7; ++i) {
+      const int g = model::kLinearGroup[i];
+      bytes += model::linear_storage_bytes(shapes[i][0], shapes[i][1], w, block.formats[static_cast<size_t>(g)],
+                                           block.patterns[static_cast<size_t>(g)]);
+    }
   }
   return bytes;
 }

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "nmkit/cli_util.h"
 #include "nmkit/safetensors.h"
 
 namespace nmkit::cli {
@@ -96,6 +97,21 @@ std::string describe(const ModelOptions& o) {
   if (o.pattern) s += " " + o.pattern->str();
   s += " " + std::string(linear_format_name(o.format));
   return s;
+}
+
+Result<LlamaModel> build_model(const OpenedModel& source, ModelOptions options) {
+  Progress progress("building " + describe(options));
+  options.on_block = [&progress](int64_t b, int64_t n) {
+    progress.update(static_cast<size_t>(b + 1), static_cast<size_t>(n), "");
+  };
+  auto model = LlamaModel::build(source.params, source.load, options);
+  if (!model.ok()) return model.error().with_context(source.path + ": ");
+  return model;
+}
+
+Result<std::shared_ptr<const Tokenizer>> require_tokenizer(const OpenedModel& source) {
+  if (!source.tokenizer) return Error(source.path + ": the model has no tokenizer");
+  return source.tokenizer;
 }
 
 }  // namespace nmkit::cli

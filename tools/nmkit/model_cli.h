@@ -8,6 +8,7 @@
 #include <string>
 
 #include "nmkit/model.h"
+#include "nmkit/tokenizer.h"
 #include "nmkit/status.h"
 
 namespace nmkit::cli {
@@ -18,6 +19,7 @@ struct OpenedModel {
   std::string path;
   LlamaParams params;
   TensorLoader load;
+  std::shared_ptr<const Tokenizer> tokenizer;  // null when the source has none
   std::shared_ptr<void> keep_alive;  // the file or directory reader behind `load`
 };
 Result<OpenedModel> open_model(const std::string& path);
@@ -33,5 +35,10 @@ void add_weight_flags(CLI::App& app, WeightFlags& flags);
 Result<ModelOptions> model_options(const WeightFlags& flags);
 // "f32 dense", "bf16 2:4 sparse24", "int8 6:8 slid".
 std::string describe(const ModelOptions& options);
+
+// Builds the model, with "[b/n] building FORM" on a terminal.
+Result<LlamaModel> build_model(const OpenedModel& source, ModelOptions options);
+// The source's tokenizer, or an Error naming the model.
+Result<std::shared_ptr<const Tokenizer>> require_tokenizer(const OpenedModel& source);
 
 }  // namespace nmkit::cli
