@@ -34,11 +34,14 @@ if ! python3 -c 'import numpy' 2>/dev/null; then
 fi
 
 # tokenizers + gguf: the independent oracles of the tokenizer test (tests/tokenizer), which builds
-# `tokenizers` tokenizers from SmolLM2's vocabulary read with the `gguf` reader.
-for module in tokenizers gguf; do
+# `tokenizers` tokenizers from SmolLM2's vocabulary read with the `gguf` reader, and of nmkit's GGUF
+# reader, dequantization and writer (tests/gguf). gguf is pinned: the oracle's float32 operation
+# order is its code's.
+for spec in tokenizers gguf==0.19.0; do
+  module=${spec%%==*}
   if ! python3 -c "import $module" 2>/dev/null; then
-    echo "setup: installing $module (pip)" >&2
-    python3 -m pip install --quiet "$module" 2>/dev/null || python3 -m pip install --quiet --break-system-packages "$module"
+    echo "setup: installing $spec (pip)" >&2
+    python3 -m pip install --quiet "$spec" 2>/dev/null || python3 -m pip install --quiet --break-system-packages "$spec"
   fi
 done
 
