@@ -10,6 +10,7 @@
 
 #include "nmkit/cli_util.h"
 #include "nmkit/command.h"
+#include "nmkit/files.h"
 #include "nmkit/model_cli.h"
 #include "nmkit/perplexity.h"
 
@@ -61,9 +62,11 @@ const bool registered = register_command({
         }
         auto tokenizer = require_tokenizer(*source);
         if (!tokenizer.ok()) return report_error(tokenizer.error());
-        std::optional<AtomicTextFile> json_file;
+        std::optional<PendingFile> json_file;
         if (!args->json.empty()) {  // created now, so an unwritable path fails before the long work
-          auto f = AtomicTextFile::create(args->json);
+          auto distinct = check_distinct_files({{"--json", args->json}}, {{"MODEL", args->model}, {"--text", args->text}});
+          if (!distinct.ok()) return report_error(distinct.error());
+          auto f = PendingFile::create(args->json);
           if (!f.ok()) return report_error(f.error());
           json_file.emplace(std::move(f.value()));
         }
@@ -99,7 +102,8 @@ const bool registered = register_command({
                               {"perplexity", result->perplexity}, {"nll_sum", result->nll_sum},
                               {"seconds", result->seconds},     {"tokens_per_second", tps},
                               {"weight_bytes_per_token", model->weight_bytes_per_token()}};
-          auto st = json_file->commit(j.dump(1) + "\n");
+          auto st = json_file->append(j.dump(1) + "\n");
+          if (st.ok()) st = json_file->commit();
           if (!st.ok()) return report_error(st.error());
         }
         return 0;

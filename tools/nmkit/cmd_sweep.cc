@@ -14,6 +14,7 @@
 
 #include "nmkit/cli_util.h"
 #include "nmkit/command.h"
+#include "nmkit/files.h"
 #include "nmkit/model_cli.h"
 #include "nmkit/perplexity.h"
 
@@ -90,9 +91,11 @@ const bool registered = register_command({
         }
         auto tokenizer = require_tokenizer(*source);
         if (!tokenizer.ok()) return report_error(tokenizer.error());
-        std::optional<AtomicTextFile> json_file;
+        std::optional<PendingFile> json_file;
         if (!args->json.empty()) {
-          auto f = AtomicTextFile::create(args->json);
+          auto distinct = check_distinct_files({{"--json", args->json}}, {{"MODEL", args->model}, {"--text", args->text}});
+          if (!distinct.ok()) return report_error(distinct.error());
+          auto f = PendingFile::create(args->json);
           if (!f.ok()) return report_error(f.error());
           json_file.emplace(std::move(f.value()));
         }
@@ -173,7 +176,8 @@ const bool registered = register_command({
         }
         std::fputs(table.render().c_str(), stdout);
         if (json_file) {
-          auto st = json_file->commit(records.dump(1) + "\n");
+          auto st = json_file->append(records.dump(1) + "\n");
+          if (st.ok()) st = json_file->commit();
           if (!st.ok()) return report_error(st.error());
         }
         return 0;

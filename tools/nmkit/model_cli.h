@@ -13,13 +13,14 @@
 
 namespace nmkit::cli {
 
-// An opened model source: parameters, a loader of f32 tensors by GGUF name, and (when the source has
-// one) its tokenizer. Holds the file open.
+// An opened model source (ModelSource: a GGUF file or a Hugging Face folder): parameters, a loader of
+// f32 tensors by GGUF name, and (when the source has one) its tokenizer. Holds the file open.
 struct OpenedModel {
   std::string path;
   LlamaParams params;
   TensorLoader load;
-  std::shared_ptr<const Tokenizer> tokenizer;  // null when the source has none
+  std::shared_ptr<const Tokenizer> tokenizer;  // null when the source has none (tokenizer_error says why)
+  std::string tokenizer_error;
   std::shared_ptr<void> keep_alive;  // the file or directory reader behind `load`
 };
 Result<OpenedModel> open_model(const std::string& path);
