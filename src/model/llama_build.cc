@@ -166,7 +166,8 @@ Result<Tensor> load_checked(const TensorLoader& load, const std::string& name, c
     return Error(name + ": shape " + shape_str(t->shape()) + " does not match the model's " + shape_str(shape));
   }
   const float* v = t->as<float>();
-  for (int64_t i = 0; i < t->numel(); ++i) {
+  const int64_t numel = t->numel();
+  for (int64_t i = 0; i < numel; ++i) {
     if (!std::isfinite(v[i])) {
       return Error(name + ": element " + std::to_string(i) + " is " + std::to_string(v[i]));
     }
