@@ -71,8 +71,6 @@ std::string block_tensor_name(int64_t b, std::string_view name) {
   return "blk." + std::to_string(b) + "." + std::string(name) + ".weight";
 }
 
-namespace {
-
 Status check_format(DType weights, LinearFormat format, const std::optional<Pattern>& pattern) {
   if (weights != DType::F32 && weights != DType::BF16 && weights != DType::I8) {
     return Error("model: weights " + std::string(dtype_name(weights)) + " is not f32, bf16 or int8");
@@ -93,8 +91,6 @@ Status check_format(DType weights, LinearFormat format, const std::optional<Patt
   }
   return ok_status();
 }
-
-}  // namespace
 
 // Packs a dense(-masked) f32 weight [rows, K] as `format` in the `weights` dtype.
 Result<SparseLinear> pack_linear(const Tensor& w, DType weights, LinearFormat format,
@@ -208,6 +204,7 @@ const ModelOptions& LlamaModel::options() const { return impl_->options; }
 Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const TensorLoader& load,
                                      const ModelOptions& options) {
   NMKIT_TRY(params.validate());
+  NMKIT_TRY(model::check_format(options.weights, options.format, options.pattern));  // before any loading
   if (options.format != LinearFormat::Dense || options.pattern) {
     if (options.format != LinearFormat::Dense && !options.pattern) {
       return Error("model: format " + std::string(linear_format_name(options.format)) + " needs --pattern");

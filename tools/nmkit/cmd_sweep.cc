@@ -89,6 +89,7 @@ const bool registered = register_command({
           return report_error(fmt::format("--ctx {} / --prefill {} exceed the context length {} of {}", args->ctx,
                                           args->prefill, source->params.n_ctx_train, args->model));
         }
+        cache_tensors(*source);  // the file is read once for every row's build
         auto tokenizer = require_tokenizer(*source);
         if (!tokenizer.ok()) return report_error(tokenizer.error());
         std::optional<PendingFile> json_file;
@@ -114,8 +115,11 @@ const bool registered = register_command({
           auto model = build_model(*source, row.options);
           if (!model.ok()) return report_error(model.error());
           row.model = std::make_unique<LlamaModel>(std::move(model.value()));
-          row.format = describe(row.options);
-          Progress progress("perplexity " + row.format);
+          row.format = std::string(row.options.weights == DType::F32    ? "f32"
+                                   : row.options.weights == DType::BF16 ? "bf16"
+                                                                        : "int8") +
+                       " " + std::string(linear_format_name(row.options.format));
+          Progress progress("perplexity " + row.pattern + " " + row.format);
           po.on_chunk = [&progress](int64_t c, int64_t n, double ppl) {
             progress.update(static_cast<size_t>(c + 1), static_cast<size_t>(n), fmt::format("{:.3f}", ppl));
           };

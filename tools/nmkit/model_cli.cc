@@ -1,5 +1,6 @@
 #include "nmkit/model_cli.h"
 
+#include <map>
 #include <string>
 
 #include "nmkit/cli_util.h"
@@ -64,6 +65,19 @@ std::string describe(const ModelOptions& o) {
   if (o.pattern) s += " " + o.pattern->str();
   s += " " + std::string(linear_format_name(o.format));
   return s;
+}
+
+void cache_tensors(OpenedModel& source) {
+  auto cache = std::make_shared<std::map<std::string, Tensor>>();
+  source.load = [cache, load = source.load](const std::string& name) -> Result<Tensor> {
+    auto it = cache->find(name);
+    if (it == cache->end()) {
+      auto t = load(name);
+      if (!t.ok()) return t.error();
+      it = cache->emplace(name, std::move(t.value())).first;
+    }
+    return Tensor::copy_of(it->second.view());
+  };
 }
 
 Result<LlamaModel> build_model(const OpenedModel& source, ModelOptions options) {

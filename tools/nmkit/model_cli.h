@@ -37,6 +37,10 @@ Result<ModelOptions> model_options(const WeightFlags& flags);
 // "f32 dense", "bf16 2:4 sparse24", "int8 6:8 slid".
 std::string describe(const ModelOptions& options);
 
+// Makes source.load remember every tensor it gave (f32), so that several models built from one source
+// (sweep, bench model) read and dequantize the file once.
+void cache_tensors(OpenedModel& source);
+
 // Builds the model, with "[b/n] building FORM" on a terminal.
 Result<LlamaModel> build_model(const OpenedModel& source, ModelOptions options);
 // The source's tokenizer, or an Error naming the model.
