@@ -1,10 +1,12 @@
 // nmkit prune MODEL -o OUT --pattern P --method magnitude|wanda|sparsegpt [--calib FILE]: prunes every
 // attention and MLP linear of a llama model (docs/design.md 11.5), calibrated block by block for
 // wanda and sparsegpt (design 12), and writes the model as GGUF (the source's metadata and tensor
-// order, F32/F16/BF16 dense-masked) or safetensors (GGUF names, llama.* metadata), by extension.
+// order, F32/F16/BF16 dense-masked) or safetensors (a GGUF source: GGUF names and llama.* metadata;
+// a Hugging Face folder: its own tensor names and q/k row order), by extension.
 #include <fmt/core.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -44,6 +46,39 @@ OutputTensor converted(const std::string& name, std::shared_ptr<Tensor> f32, DTy
   return t;
 }
 
+// A Hugging Face source is written back under its own names, with attn_q/attn_k rows returned from
+// GGUF's rope-NORM order to HF's (the inverse of convert_hf_to_gguf.py's permute, which ModelSource
+// applies on load: within each head, HF row s*hd/2 + i is GGUF row 2i + s), so the file drops into
+// the source folder's layout. Row order does not move N:M groups, which run along K.
+std::pair<std::string, int64_t> hf_name(const std::string& gguf, const LlamaParams& p) {
+  static const std::map<std::string, std::string> top = {{"token_embd.weight", "model.embed_tokens.weight"},
+                                                         {"output_norm.weight", "model.norm.weight"},
+                                                         {"output.weight", "lm_head.weight"}};
+  if (auto it = top.find(gguf); it != top.end()) return {it->second, 0};
+  static const std::map<std::string, std::string> block = {
+      {"attn_norm", "input_layernorm"},   {"attn_q", "self_attn.q_proj"},   {"attn_k", "self_attn.k_proj"},
+      {"attn_v", "self_attn.v_proj"},     {"attn_output", "self_attn.o_proj"}, {"ffn_norm", "post_attention_layernorm"},
+      {"ffn_gate", "mlp.gate_proj"},      {"ffn_up", "mlp.up_proj"},        {"ffn_down", "mlp.down_proj"}};
+  const size_t dot1 = gguf.find('.'), dot2 = gguf.find('.', dot1 + 1), dot3 = gguf.rfind('.');
+  const std::string b = gguf.substr(dot1 + 1, dot2 - dot1 - 1), linear = gguf.substr(dot2 + 1, dot3 - dot2 - 1);
+  const int64_t heads = linear == "attn_q" ? p.n_head : linear == "attn_k" ? p.n_head_kv : 0;
+  return {"model.layers." + b + "." + block.at(linear) + ".weight", heads};
+}
+
+std::shared_ptr<Tensor> unpermute_rows(const Tensor& t, int64_t heads) {
+  const int64_t rows = t.rows(), K = t.cols(), hd = rows / heads, half = hd / 2;
+  auto out = std::make_shared<Tensor>(Tensor::empty(DType::F32, t.shape()));
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t s = 0; s < 2; ++s) {
+      for (int64_t i = 0; i < half; ++i) {
+        std::memcpy(out->as<float>() + (h * hd + s * half + i) * K, t.as<float>() + (h * hd + 2 * i + s) * K,
+                    static_cast<size_t>(K) * sizeof(float));
+      }
+    }
+  }
+  return out;
+}
+
 Status write_model(const ModelSource& src, const std::string& output, const LlamaModel& model, DType dtype) {
   auto named = model.tensors();
   if (!named.ok()) return named.error();
@@ -66,7 +101,14 @@ Status write_model(const ModelSource& src, const std::string& output, const Llam
     }
   }
   std::vector<OutputTensor> tensors;
-  for (const std::string& name : order) tensors.push_back(converted(name, by_name.at(name), dtype));
+  for (const std::string& name : order) {
+    if (source == nullptr && ends_with(output, ".safetensors")) {
+      const auto [hf, heads] = hf_name(name, model.params());
+      tensors.push_back(converted(hf, heads > 0 ? unpermute_rows(*by_name.at(name), heads) : by_name.at(name), dtype));
+    } else {
+      tensors.push_back(converted(name, by_name.at(name), dtype));
+    }
+  }
   Progress progress("writing");
   if (ends_with(output, ".gguf")) {
     if (!source) {
@@ -82,6 +124,13 @@ Status write_model(const ModelSource& src, const std::string& output, const Llam
       options.on_tensor = [&](size_t i, size_t n, const OutputTensor& t) { progress.update(i, n, t.name); };
     }
     return write_gguf(output, metadata, tensors, options);
+  }
+  if (source == nullptr) {  // Hugging Face layout: config.json and the tokenizer stay in the source folder
+    WriteOptions options;
+    if (progress.enabled()) {
+      options.on_tensor = [&](size_t i, size_t n, const OutputTensor& t) { progress.update(i, n, t.name); };
+    }
+    return write_safetensors(output, tensors, Metadata{{"format", "pt"}}, options);
   }
   const LlamaParams& p = model.params();
   Metadata metadata{{"llama.vocab_size", std::to_string(p.n_vocab)},
