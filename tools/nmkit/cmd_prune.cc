@@ -3,11 +3,14 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 #include <fmt/core.h>
 
 #include "nmkit/cli_util.h"
+#include "nmkit/files.h"
 #include "nmkit/command.h"
 #include "nmkit/prune_job.h"
+#include "nmkit/prune_model.h"  // a GGUF file or Hugging Face folder: calibrated model pruning
 
 namespace nmkit::cli {
 namespace {
@@ -23,6 +26,7 @@ struct PruneArgs {
   std::string include;
   std::string exclude = kDefaultExclude;
   std::string report;
+  ModelPruneFlags model;
 };
 
 // Parses the option strings; the message quotes the option and the bad value.
@@ -47,26 +51,47 @@ Result<PruneJob> make_job(const PruneArgs& args) {
 }
 
 int run(const PruneArgs& args) {
+  if (is_model_source(args.input)) {
+    return run_prune_model(args.input, args.output, args.pattern, args.method, args.format, args.report, args.model);
+  }
   auto job = make_job(args);
   if (!job.ok()) return report_error(job.error());
-  if (job->output == job->input) return report_error(fmt::format("-o '{}': same file as the input", job->output));
-
-  // The report's temporary is created before the long work, so an unwritable report path fails
-  // fast, and it is renamed into place only after the checkpoint itself was written.
-  std::optional<AtomicTextFile> report;
+  // Every file written must differ from every file read, the report included (issue 13, D1/D3).
+  std::vector<FileRole> outputs{{"-o", job->output}};
+  if (!args.report.empty()) outputs.push_back({"--report", args.report});
+  std::vector<FileRole> inputs{{"input", job->input}};
+  if (!job->grad_path.empty()) inputs.push_back({"--grad file", job->grad_path});
+  if (!job->act_norms_path.empty()) inputs.push_back({"--act-norms file", job->act_norms_path});
+  if (auto distinct = check_distinct_files(outputs, inputs); !distinct.ok()) return report_error(distinct.error());
+  // The report's folder is checked before the long work, so an unwritable report path fails fast.
   if (!args.report.empty()) {
-    auto file = AtomicTextFile::create(args.report);
-    if (!file.ok()) return report_error(file.error());
-    report.emplace(std::move(*file));
+    auto probe = PendingFile::create(args.report);
+    if (!probe.ok()) return report_error(probe.error());
   }
 
   Progress progress("writing");
   if (progress.enabled()) {
     job->on_tensor = [&progress](size_t i, size_t n, const std::string& name) { progress.update(i, n, name); };
   }
-  auto outcome = run_prune_job(*job);
+  auto prepared = prepare_prune_job(*job);
   progress.clear();
-  if (!outcome.ok()) return report_error(outcome.error());
+  if (!prepared.ok()) return report_error(prepared.error());
+  const PruneOutcome* outcome = &prepared->outcome;
+
+  // Both files complete and fsynced before the first rename (issue 13, M1): a report that cannot be
+  // written leaves the old checkpoint in place.
+  std::optional<PendingFile> report;
+  if (!args.report.empty()) {
+    auto file = prepare_text_file(args.report, prune_report(*job, *outcome).dump(2) + "\n");
+    if (!file.ok()) return report_error(file.error());
+    report.emplace(std::move(*file));
+  }
+  if (auto status = prepared->output.commit(); !status.ok()) return report_error(status.error());
+  if (report) {
+    if (auto status = report->commit(); !status.ok()) {
+      return report_error(fmt::format("wrote {}, but not the report: {}", job->output, status.error().message()));
+    }
+  }
 
   fmt::print("{}", prune_table(*outcome));
   const double gb = static_cast<double>(outcome->input_bytes) / 1e9;
@@ -80,11 +105,7 @@ int run(const PruneArgs& args) {
     fmt::print("note: no tensor was selected (2-D F32/F16/BF16, --include '{}', --exclude '{}')\n", job->include,
                job->exclude);
   }
-  if (report) {
-    auto status = report->commit(prune_report(*job, *outcome).dump(2) + "\n");
-    if (!status.ok()) return report_error(status.error());
-    fmt::print("report: {}\n", args.report);
-  }
+  if (report) fmt::print("report: {}\n", args.report);
   return 0;
 }
 
@@ -94,12 +115,12 @@ const bool registered = register_command(CommandSpec{
     10,
     [](CLI::App& app) -> std::function<int()> {
       auto args = std::make_shared<PruneArgs>();
-      app.add_option("input", args->input, "Input checkpoint (.safetensors)")->required();
+      app.add_option("input", args->input, "Input checkpoint (.safetensors), or a model (GGUF file or Hugging Face folder)")->required();
       app.add_option("-o,--output", args->output, "Output checkpoint (written atomically)")->required();
       app.add_option("--pattern", args->pattern, "N:M pattern keep:group, e.g. 2:4, 6:8 (1 <= keep < group <= 64)")
           ->required();
       app.add_option("--method", args->method, "magnitude | gradient (|w*g|, needs --grad) | wanda (|w|*a[k], "
-                                               "needs --act-norms)")
+                                               "needs --act-norms); for a model: magnitude | wanda | sparsegpt, calibrated on --calib")
           ->capture_default_str();
       app.add_option("--grad", args->grad, "Gradients: one tensor per pruned weight, same name and shape");
       app.add_option("--act-norms", args->act_norms,
@@ -112,6 +133,7 @@ const bool registered = register_command(CommandSpec{
                      "nm (NAME.values + NAME.mask)")
           ->capture_default_str();
       app.add_option("--report", args->report, "Write the metrics as JSON");
+      add_model_prune_flags(app, args->model);
       return [args] { return run(*args); };
     },
 });
