@@ -12,6 +12,7 @@
 #include <cstring>
 #include <sstream>
 #include <fmt/core.h>
+#include <re2/re2.h>
 
 namespace nmkit::cli {
 
@@ -57,29 +58,32 @@ void Progress::clear() {
 
 Result<NameFilter> NameFilter::make(const std::string& include, const std::string& exclude) {
   NameFilter filter;
-  // std::regex reports a bad expression only by throwing; keep that inside the CLI boundary.
-  const auto compile = [](const std::string& text, const char* option, std::regex& out) -> Status {
-    try {
-      out = std::regex(text, std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
-      return Error(fmt::format("{} '{}': not a valid regular expression ({})", option, text, e.what()));
+  const auto compile = [](const std::string& text, const char* option) -> Result<std::shared_ptr<const re2::RE2>> {
+    re2::RE2::Options options;
+    options.set_log_errors(false);
+    auto re = std::make_shared<const re2::RE2>(text, options);
+    if (!re->ok()) {
+      return Error(fmt::format("{} {}: not a valid regular expression ({})", option, display_name(text),
+                               display_name(re->error())));
     }
-    return ok_status();
+    return re;
   };
   if (!include.empty()) {
-    NMKIT_TRY(compile(include, "--include", filter.include_));
-    filter.has_include_ = true;
+    auto re = compile(include, "--include");
+    if (!re.ok()) return re.error();
+    filter.include_ = std::move(*re);
   }
   if (!exclude.empty()) {
-    NMKIT_TRY(compile(exclude, "--exclude", filter.exclude_));
-    filter.has_exclude_ = true;
+    auto re = compile(exclude, "--exclude");
+    if (!re.ok()) return re.error();
+    filter.exclude_ = std::move(*re);
   }
   return filter;
 }
 
 bool NameFilter::selected(const std::string& name) const {
-  if (has_include_ && !std::regex_search(name, include_)) return false;
-  if (has_exclude_ && std::regex_search(name, exclude_)) return false;
+  if (include_ && !re2::RE2::PartialMatch(name, *include_)) return false;
+  if (exclude_ && re2::RE2::PartialMatch(name, *exclude_)) return false;
   return true;
 }
 

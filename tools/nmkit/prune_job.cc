@@ -16,10 +16,7 @@ namespace nmkit::cli {
 namespace {
 
 // Library errors about a weight name the tensor; the CLI adds the file unless it is already there.
-Error in_file(const std::string& file, const Error& error) {
-  if (error.message().rfind(file, 0) == 0) return error;
-  return error.with_context(file + ": ");
-}
+Error in_file(const std::string& file, const Error& error) { return error.in_file(file); }
 
 // Lazily computed parts of one compressed weight: the first part's fill prunes and compresses, each
 // part's fill copies its bytes, and the parts are released once both are written (one weight in
@@ -59,12 +56,11 @@ PartShapes part_shapes(WeightFormat format, Pattern pattern, int64_t rows, int64
   return {{rows, geometry.groups() * pattern.keep}, {rows, geometry.mask_stride()}};
 }
 
-// A bad value found while pruning belongs to the file it came from: the gradient's or the norms'
-// file when the library's message says so, else the weight's.
+// A bad value found while pruning belongs to the file it came from: the library says which operand
+// (weight, gradient, act_norms) it found it in.
 const std::string& file_of_error(const PruneJob& job, const Error& error) {
-  const std::string& message = error.message();
-  if (!job.grad_path.empty() && message.find("': gradient") != std::string::npos) return job.grad_path;
-  if (!job.act_norms_path.empty() && message.find("': act_norms") != std::string::npos) return job.act_norms_path;
+  if (error.operand() == "gradient" && !job.grad_path.empty()) return job.grad_path;
+  if (error.operand() == "act_norms" && !job.act_norms_path.empty()) return job.act_norms_path;
   return job.input;
 }
 
