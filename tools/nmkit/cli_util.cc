@@ -23,6 +23,8 @@ int report_error(std::string_view message) {
     const char c = message[i];
     if (c == '\n' || c == '\r') {
       if (i + 1 < message.size()) line += "; ";
+    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F) {
+      line += display_name(std::string_view(&c, 1));  // never a raw escape sequence on the terminal
     } else {
       line += c;
     }
@@ -42,7 +44,7 @@ Progress::~Progress() { clear(); }
 void Progress::update(size_t i, size_t n, std::string_view name) {
   if (!enabled_) return;
   // Truncated so the line never wraps on an 80-column terminal (a wrapped line cannot be erased by \r).
-  std::string text = fmt::format("[{}/{}] {} {}", i + 1, n, label_, name);
+  std::string text = fmt::format("[{}/{}] {} {}", i + 1, n, label_, display_name(name));
   if (text.size() > 79) text.resize(79);
   fmt::print(stderr, "\r{:<79}", text);
   std::fflush(stderr);
@@ -89,6 +91,8 @@ bool NameFilter::selected(const std::string& name) const {
 
 void Table::add_row(std::vector<std::string> cells) {
   cells.resize(header_.size());
+  // Names come from files: escaped and cut like in error lines (issue 13, M3/M4).
+  for (auto& cell : cells) cell = display_name(cell);
   rows_.push_back(std::move(cells));
 }
 

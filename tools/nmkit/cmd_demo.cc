@@ -100,7 +100,7 @@ Result<CheckResult> check_output(const SafetensorsFile& input, const PatternRun&
   if (!stored.ok()) return stored.error();
   for (const StoredTensor& st : *stored) {
     const TensorInfo* original = input.find(st.name);
-    if (original == nullptr) return Error(fmt::format("{}: tensor '{}' is not in the input", run.output, st.name));
+    if (original == nullptr) return Error(fmt::format("{}: tensor {} is not in the input", run.output, quote_name(st.name)));
     const TensorView source = input.view(*original);
     if (!st.record) {
       ++check.copied;

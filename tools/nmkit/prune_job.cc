@@ -103,16 +103,16 @@ Status check_score_inputs(const PruneJob& job, const SafetensorsFile* grad, cons
   if (grad != nullptr) {
     const TensorInfo* info = grad->find(item.name);
     if (info == nullptr) {
-      return Error(fmt::format("{}: tensor '{}': missing (the gradient of weight '{}' of {})", job.grad_path,
-                               item.name, item.name, job.input));
+      return Error(fmt::format("{}: tensor {}: missing (the gradient of weight {} of {})", job.grad_path,
+                               quote_name(item.name), quote_name(item.name), job.input));
     }
     if (info->shape != item.weight.shape) {
-      return Error(fmt::format("{}: tensor '{}': gradient shape {} does not match the weight's shape {}",
-                               job.grad_path, item.name, shape_str(info->shape), shape_str(item.weight.shape)));
+      return Error(fmt::format("{}: tensor {}: gradient shape {} does not match the weight's shape {}",
+                               job.grad_path, quote_name(item.name), shape_str(info->shape), shape_str(item.weight.shape)));
     }
     if (!is_prunable(info->dtype)) {
-      return Error(fmt::format("{}: tensor '{}': gradient dtype {} is not F32, F16 or BF16", job.grad_path,
-                               item.name, dtype_name(info->dtype)));
+      return Error(fmt::format("{}: tensor {}: gradient dtype {} is not F32, F16 or BF16", job.grad_path,
+                               quote_name(item.name), dtype_name(info->dtype)));
     }
     item.gradient = grad->view(*info);
     item.inputs.gradient = &item.gradient;
@@ -120,17 +120,17 @@ Status check_score_inputs(const PruneJob& job, const SafetensorsFile* grad, cons
   if (norms != nullptr) {
     const TensorInfo* info = norms->find(item.name);
     if (info == nullptr) {
-      return Error(fmt::format("{}: tensor '{}': missing (the input-feature norms of weight '{}' of {})",
-                               job.act_norms_path, item.name, item.name, job.input));
+      return Error(fmt::format("{}: tensor {}: missing (the input-feature norms of weight {} of {})",
+                               job.act_norms_path, quote_name(item.name), quote_name(item.name), job.input));
     }
     const Shape expected{item.weight.cols()};
     if (info->shape != expected) {
-      return Error(fmt::format("{}: tensor '{}': norm shape {} does not match the weight's K, expected {}",
-                               job.act_norms_path, item.name, shape_str(info->shape), shape_str(expected)));
+      return Error(fmt::format("{}: tensor {}: norm shape {} does not match the weight's K, expected {}",
+                               job.act_norms_path, quote_name(item.name), shape_str(info->shape), shape_str(expected)));
     }
     if (!is_prunable(info->dtype)) {
-      return Error(fmt::format("{}: tensor '{}': norm dtype {} is not F32, F16 or BF16", job.act_norms_path,
-                               item.name, dtype_name(info->dtype)));
+      return Error(fmt::format("{}: tensor {}: norm dtype {} is not F32, F16 or BF16", job.act_norms_path,
+                               quote_name(item.name), dtype_name(info->dtype)));
     }
     item.act_norms = norms->view(*info);
     item.inputs.act_norms = &item.act_norms;
@@ -203,12 +203,26 @@ Result<PreparedPrune> prepare_prune_job(const PruneJob& job) {
   for (const StoredTensor& st : *stored) {
     // Weights already stored compressed, and anything that is not a 2-D float tensor selected by
     // name, pass through byte for byte (with their records, which stay in the metadata).
+    // Slid weights too, whatever their format (issue 13, W1): pruning the [rows, K'] form would drop
+    // the slide record and leave a weight that no longer matches its activations.
     const bool compressed = st.record.has_value() && st.record->format != WeightFormat::Dense;
+    const bool slid = st.record.has_value() && st.record->slide.has_value();
     const TensorInfo* info = st.parts.size() == 1 ? st.parts[0] : nullptr;
-    const bool selected = !compressed && info != nullptr && info->shape.size() == 2 &&
+    const bool selected = !compressed && !slid && info != nullptr && info->shape.size() == 2 &&
                           is_prunable(info->dtype) && shape_numel(info->shape) > 0 && filter->selected(st.name);
     if (!selected) {
+      const size_t first = outputs.size();
       for (const TensorInfo* part : st.parts) outputs.push_back(OutputTensor::copy_of(part->name, input->view(*part)));
+      if (compressed) {
+        // Copied compressed weights are validated as inspect and linear would load them (issue 13,
+        // W5), in the first part's fill so that only one weight is in memory at a time.
+        const SafetensorsFile* file = &*input;
+        outputs[first].fill = [file, &st, copy = std::move(outputs[first].fill)](std::byte* dst) -> Status {
+          auto loaded = load_weight(*file, st);
+          if (!loaded.ok()) return loaded.error().in_file(file->path());
+          return copy(dst);
+        };
+      }
       outcome.copied_tensors += st.parts.size();
       continue;
     }
@@ -259,9 +273,9 @@ Result<PreparedPrune> prepare_prune_job(const PruneJob& job) {
   std::set<std::string> seen;
   for (const auto& out : outputs) {
     if (!seen.insert(out.name).second) {
-      return Error(fmt::format("{}: tensor '{}': the output would hold two tensors of this name "
+      return Error(fmt::format("{}: tensor {}: the output would hold two tensors of this name "
                                "(a compressed weight's part collides with an existing tensor)",
-                               job.input, out.name));
+                               job.input, quote_name(out.name)));
     }
   }
 
