@@ -33,5 +33,5 @@ fi
 
 # A configure that failed leaves a cache but no build files: configure again then.
 if [ ! -f build/CMakeCache.txt ] || [ ! -f build/Makefile ]; then
-  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DNMKIT_WERROR=ON
 fi
