@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "io/io_test_util.h"
+#include "tests/io/io_test_util.h"
 #include "nmkit/safetensors.h"
 #include "nmkit/status.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "io/io_test_util.h"
+#include "tests/io/io_test_util.h"
 #include "nmkit/safetensors.h"
 
 namespace nmkit {

@@ -1,4 +1,4 @@
-#include "nmkit/cli_util.h"  // tools/nmkit/cli_util.h
+#include "tools/nmkit/cli_util.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -11,12 +11,12 @@
 #include <fmt/core.h>
 
 #include "nmkit/checkpoint.h"
-#include "nmkit/cli_util.h"
-#include "nmkit/command.h"
+#include "tools/nmkit/cli_util.h"
+#include "tools/nmkit/command.h"
 #include "nmkit/format.h"
-#include "nmkit/inspect_logic.h"
+#include "tools/nmkit/inspect_logic.h"
 #include "nmkit/prune.h"
-#include "nmkit/prune_job.h"
+#include "tools/nmkit/prune_job.h"
 #include "nmkit/safetensors.h"
 
 namespace nmkit::cli {

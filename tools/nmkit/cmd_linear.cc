@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "nmkit/checkpoint.h"
-#include "nmkit/cli_util.h"
-#include "nmkit/command.h"
+#include "tools/nmkit/cli_util.h"
+#include "tools/nmkit/command.h"
 #include "nmkit/files.h"
 #include "nmkit/format.h"
 #include "nmkit/linear.h"

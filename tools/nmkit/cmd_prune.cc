@@ -6,10 +6,10 @@
 #include <vector>
 #include <fmt/core.h>
 
-#include "nmkit/cli_util.h"
+#include "tools/nmkit/cli_util.h"
 #include "nmkit/files.h"
-#include "nmkit/command.h"
-#include "nmkit/prune_job.h"
+#include "tools/nmkit/command.h"
+#include "tools/nmkit/prune_job.h"
 
 namespace nmkit::cli {
 namespace {

@@ -12,8 +12,8 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
-#include "nmkit/cli_util.h"
-#include "nmkit/command.h"
+#include "tools/nmkit/cli_util.h"
+#include "tools/nmkit/command.h"
 #include "nmkit/files.h"
 #include "nmkit/quant.h"
 #include "nmkit/safetensors.h"

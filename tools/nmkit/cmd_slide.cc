@@ -10,10 +10,10 @@
 #include <fmt/core.h>
 
 #include "nmkit/checkpoint.h"
-#include "nmkit/cli_util.h"
-#include "nmkit/command.h"
+#include "tools/nmkit/cli_util.h"
+#include "tools/nmkit/command.h"
 #include "nmkit/files.h"
-#include "nmkit/prune_job.h"
+#include "tools/nmkit/prune_job.h"
 #include "nmkit/slide.h"
 
 namespace nmkit::cli {

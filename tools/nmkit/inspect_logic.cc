@@ -1,11 +1,11 @@
-#include "nmkit/inspect_logic.h"  // tools/nmkit/inspect_logic.h
+#include "tools/nmkit/inspect_logic.h"
 
 #include <algorithm>
 #include <cstring>
 #include <variant>
 #include <fmt/core.h>
 
-#include "nmkit/cli_util.h"
+#include "tools/nmkit/cli_util.h"
 #include "nmkit/format.h"
 #include "nmkit/safetensors.h"
 

@@ -1,4 +1,4 @@
-#include "nmkit/prune_job.h"  // tools/nmkit/prune_job.h
+#include "tools/nmkit/prune_job.h"
 
 #include <malloc.h>
 
@@ -8,7 +8,7 @@
 #include <set>
 #include <fmt/core.h>
 
-#include "nmkit/cli_util.h"
+#include "tools/nmkit/cli_util.h"
 #include "nmkit/format.h"
 #include "nmkit/safetensors.h"
 
