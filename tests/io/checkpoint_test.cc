@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "io/io_test_util.h"
+#include "tests/io/io_test_util.h"
 #include "nmkit/checkpoint.h"
 #include "util/random.h"
 

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "nmkit/cli_util.h"
-#include "nmkit/command.h"
-#include "nmkit/model_cli.h"
+#include "tools/nmkit/cli_util.h"
+#include "tools/nmkit/command.h"
+#include "tools/nmkit/model_cli.h"
 
 #include "model_bench.h"
 
