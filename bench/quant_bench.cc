@@ -79,8 +79,10 @@ std::vector<Measured> measure(const Buffers& b, QuantType type, const std::vecto
   const int64_t M = b.inputs[0].rows(), K = b.inputs[0].cols();
   const int copies = static_cast<int>(b.inputs.size());
   float* scales = const_cast<float*>(b.scales.data());
+  const auto table = cpu::kernels();  // `nmkit bench` checked NMKIT_ISA before it got here
+  NMKIT_ASSERT(table.ok());
   const auto call = [&](const SlideGeometry* lift, int c) {
-    Status s = quantize_rows_with(cpu::kernels().quant, b.inputs[static_cast<size_t>(c)].view(), type, lift,
+    Status s = quantize_rows_with((*table)->quant, b.inputs[static_cast<size_t>(c)].view(), type, lift,
                                   b.codes[static_cast<size_t>(c)].get(), lift ? lift->K_prime() : K, scales, "x",
                                   stream ? StreamStores::Always : StreamStores::Auto);
     NMKIT_ASSERT(s.ok());

@@ -13,7 +13,6 @@
 
 #include "nmkit/cpu.h"
 #include "nmkit/dtype.h"
-#include "nmkit/linear.h"
 #include "nmkit/pattern.h"
 #include "nmkit/slide_geometry.h"
 
@@ -150,18 +149,5 @@ void fill_linear_nm_vpopcnt(LinearKernels& slots);  // lane ranks from vpopcntd 
 void fill_linear_int8(LinearKernels& slots);
 void fill_linear_token_lanes(LinearKernels& slots);  // sparse24 f32/bf16 on token lanes
 }  // namespace avx512
-
-// Decompresses row block b of a sparse (or bf16) packed weight into `tile` in the dense block layout
-// (f32 for f32/bf16 weights, int8 for int8): K_x/32 (int8: K_x/128) chunks of 4 rows. Portable code:
-// its cost is shared by all the tokens of a call.
-void decompress_block(const PackedLinear& w, int64_t b, void* tile);
-// Writes the (M, K_x) activations x as ceil(M/16) slabs of (K_x, 16): slab s, row k holds
-// x[16s .. 16s+15, k], zero past M. Portable code, once per call.
-void transpose_token_lanes(const float* x, int64_t M, int64_t K_x, float* xt);
-// Bytes of one tile of `w`.
-size_t tile_bytes(const PackedLinear& w);
-
-// The kernel slot a packed weight runs on (null when the tier lacks it).
-LinearFn linear_kernel_for(const LinearKernels& kernels, PackedKind kind, DType dtype);
 
 }  // namespace nmkit::cpu

@@ -1,15 +1,9 @@
 // Atomic safetensors writing: every tensor is produced directly in a memory mapping of a temporary
 // file in the destination folder, which is renamed onto the destination only when all succeeded.
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <exception>
-#include <fstream>
 #include <limits>
 #include <string>
 #include <unordered_set>
@@ -18,9 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "io/mapped_file.h"
 #include "io/safetensors_header.h"
 #include "io/text.h"
+#include "nmkit/files.h"
 #include "nmkit/safetensors.h"
 
 namespace nmkit {
@@ -111,96 +105,6 @@ Result<Layout> plan(const std::string& path, const std::vector<OutputTensor>& te
   return layout;
 }
 
-// Permissions a plain creat() would give (0666 minus the umask); mkstemp makes files 0600. The
-// umask is read from /proc because umask() can only be read by changing it, which races threads.
-mode_t default_file_mode() {
-  mode_t mask = 022;
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("Umask:", 0) == 0) {
-      mask = static_cast<mode_t>(std::stoul(line.substr(6), nullptr, 8));
-      break;
-    }
-  }
-  return 0666 & ~mask;
-}
-
-// Owns the temporary file until commit: any early return unmaps, closes and unlinks it.
-class Temporary {
- public:
-  explicit Temporary(const std::string& path) : name_(path + ".tmp.XXXXXX") {}
-  Temporary(const Temporary&) = delete;
-  Temporary& operator=(const Temporary&) = delete;
-  ~Temporary() {
-    unmap();
-    if (fd_ >= 0) ::close(fd_);
-    if (created_ && !committed_) ::unlink(name_.c_str());
-  }
-
-  Status create(uint64_t size) {
-    fd_ = ::mkostemp(name_.data(), O_CLOEXEC);
-    if (fd_ < 0) return Error(name_ + ": cannot create temporary file: " + io::errno_text(errno));
-    created_ = true;
-    if (::fchmod(fd_, default_file_mode()) != 0) return failure("cannot set permissions");
-    // Reserve the blocks now: a full disk is then an error here instead of a SIGBUS while a fill
-    // writes into the mapping.
-    const int err = ::posix_fallocate(fd_, 0, static_cast<off_t>(size));
-    if (err != 0) {
-      return Error(name_ + ": cannot allocate " + std::to_string(size) + " bytes: " + io::errno_text(err));
-    }
-    // MAP_POPULATE: every page is written, so map them all in one pass instead of one page fault
-    // per 4 KiB inside the fills.
-    void* map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd_, 0);
-    if (map == MAP_FAILED) return failure("cannot map " + std::to_string(size) + " bytes");
-    data_ = static_cast<std::byte*>(map);
-    size_ = size;
-    return ok_status();
-  }
-
-  std::byte* data() { return data_; }
-
-  Status commit(const std::string& path) {
-    unmap();  // dirty pages stay in the page cache and are written by fsync below
-    if (::fsync(fd_) != 0) return failure("cannot sync");
-    const int fd = std::exchange(fd_, -1);
-    if (::close(fd) != 0) return failure("cannot close");
-    if (::rename(name_.c_str(), path.c_str()) != 0) {
-      return Error(path + ": cannot rename " + name_ + " onto it: " + io::errno_text(errno));
-    }
-    committed_ = true;
-    sync_folder(path);
-    return ok_status();
-  }
-
- private:
-  Status failure(const std::string& what) const { return Error(name_ + ": " + what + ": " + io::errno_text(errno)); }
-
-  void unmap() {
-    if (data_ != nullptr) ::munmap(data_, size_);
-    data_ = nullptr;
-  }
-
-  // Makes the rename itself durable; best effort, since the data is already safe and some file
-  // systems refuse fsync on folders.
-  static void sync_folder(const std::string& path) {
-    const size_t slash = path.rfind('/');
-    const std::string folder = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-    const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-      ::fsync(fd);
-      ::close(fd);
-    }
-  }
-
-  std::string name_;
-  int fd_ = -1;
-  bool created_ = false;
-  bool committed_ = false;
-  std::byte* data_ = nullptr;
-  size_t size_ = 0;
-};
-
 }  // namespace
 
 OutputTensor OutputTensor::copy_of(std::string name, const TensorView& view) {
@@ -229,23 +133,23 @@ OutputTensor OutputTensor::owning(std::string name, Tensor tensor) {
   return out;
 }
 
-Status write_safetensors(const std::string& path, const std::vector<OutputTensor>& tensors,
-                         const Metadata& metadata, const WriteOptions& options) {
+Result<PendingFile> prepare_safetensors(const std::string& path, const std::vector<OutputTensor>& tensors,
+                                        const Metadata& metadata, const WriteOptions& options) {
   auto layout = plan(path, tensors, metadata);
   if (!layout.ok()) return layout.error();
   const uint64_t header_len = layout->header.size();
   const uint64_t total = 8 + header_len + layout->data_size;
 
-  Temporary temporary(path);
-  NMKIT_TRY(temporary.create(total));
-  std::byte* out = temporary.data();
+  auto pending = PendingFile::create(path, total);
+  if (!pending.ok()) return pending.error();
+  std::byte* out = pending->data();
   for (int i = 0; i < 8; ++i) out[i] = static_cast<std::byte>(header_len >> (8 * i) & 0xFF);  // little-endian
   std::memcpy(out + 8, layout->header.data(), header_len);
   std::byte* data = out + 8 + header_len;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const OutputTensor& t = tensors[i];
     // Callbacks are the caller's code: an exception from one must not skip the cleanup or leave
-    // the library (design.md 10.1).
+    // the library (docs/design.md section 10.1).
     try {
       if (options.on_tensor) options.on_tensor(i, tensors.size(), t);
       NMKIT_TRY(t.fill(data + layout->begins[i]));
@@ -255,7 +159,15 @@ Status write_safetensors(const std::string& path, const std::vector<OutputTensor
       return Error(path + ": tensor " + io::quote_name(t.name) + ": fill threw an unknown exception");
     }
   }
-  return temporary.commit(path);
+  NMKIT_TRY(pending->finish());
+  return std::move(*pending);
+}
+
+Status write_safetensors(const std::string& path, const std::vector<OutputTensor>& tensors,
+                         const Metadata& metadata, const WriteOptions& options) {
+  auto pending = prepare_safetensors(path, tensors, metadata, options);
+  if (!pending.ok()) return pending.error();
+  return pending->commit();
 }
 
 }  // namespace nmkit

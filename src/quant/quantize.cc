@@ -145,25 +145,35 @@ Status quantize_rows_with(const cpu::QuantKernels& kernels, const TensorView& x,
 Status quantize_tokens_into(const TensorView& x, QuantType type, const SlideGeometry* lift,
                             std::byte* codes, int64_t codes_stride, float* scales,
                             std::string_view name) {
-  return quantize_rows_with(cpu::kernels().quant, x, type, lift, codes, codes_stride, scales, name);
+  auto table = cpu::kernels();
+  if (!table.ok()) return table.error();
+  return quantize_rows_with((*table)->quant, x, type, lift, codes, codes_stride, scales, name);
 }
 
 Result<Quantized> quantize_tokens(const TensorView& x, QuantType type, std::string_view name) {
-  return quantize_alloc(cpu::kernels().quant, x, type, nullptr, name);
+  auto table = cpu::kernels();
+  if (!table.ok()) return table.error();
+  return quantize_alloc((*table)->quant, x, type, nullptr, name);
 }
 
 Result<Quantized> quantize_lift(const TensorView& x, const SlideGeometry& geometry, QuantType type,
                                 std::string_view name) {
-  return quantize_alloc(cpu::kernels().quant, x, type, &geometry, name);
+  auto table = cpu::kernels();
+  if (!table.ok()) return table.error();
+  return quantize_alloc((*table)->quant, x, type, &geometry, name);
 }
 
 Result<Quantized> quantize_weights(const TensorView& w, QuantType type, std::string_view name) {
-  return quantize_alloc(cpu::kernels().quant, w, type, nullptr, name);
+  auto table = cpu::kernels();
+  if (!table.ok()) return table.error();
+  return quantize_alloc((*table)->quant, w, type, nullptr, name);
 }
 
 Result<QuantizedSparse24> quantize_weights(const Sparse24& w, QuantType type, std::string_view name) {
   // The values of a row hold every non-zero of the row (and zeros), so their absmax is the row's.
-  auto q = quantize_alloc(cpu::kernels().quant, w.values.view(), type, nullptr,
+  auto table = cpu::kernels();
+  if (!table.ok()) return table.error();
+  auto q = quantize_alloc((*table)->quant, w.values.view(), type, nullptr,
                           name.empty() ? std::string_view("values") : name);
   if (!q.ok()) return q.error();
   QuantizedSparse24 out;

@@ -10,7 +10,8 @@
 #include <vector>
 
 #include "cpu/linear_kernels.h"
-#include "cpu/linear_pack.h"
+#include "linear/linear_driver.h"
+#include "linear/linear_pack.h"
 #include "linear/tolerance.h"
 #include "nmkit/format.h"
 #include "nmkit/linear.h"

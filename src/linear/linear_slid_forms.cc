@@ -1,9 +1,10 @@
-#include "cpu/linear_slid_forms.h"
+#include "linear/linear_slid_forms.h"
 
 #include <cstring>
 #include <vector>
 
-#include "cpu/linear_pack.h"
+#include "linear/linear_driver.h"
+#include "linear/linear_pack.h"
 #include "nmkit/quant.h"
 #include "nmkit/slide.h"
 #include "nmkit/tensor.h"

@@ -2,7 +2,7 @@
 // (K_x, 16) each, so one aligned 64-byte load gives 16 tokens' activations at one K.
 #include <algorithm>
 
-#include "cpu/linear_kernels.h"
+#include "linear/linear_driver.h"
 
 namespace nmkit::cpu {
 

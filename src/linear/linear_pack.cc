@@ -1,4 +1,4 @@
-#include "cpu/linear_pack.h"
+#include "linear/linear_pack.h"
 
 #include <algorithm>
 #include <cstring>
@@ -7,15 +7,6 @@
 #include <vector>
 
 namespace nmkit::cpu {
-
-AlignedBytes AlignedBytes::zeros(size_t bytes) {
-  AlignedBytes out;
-  const size_t rounded = (bytes + 63) / 64 * 64 + 64;
-  out.data.reset(static_cast<std::byte*>(::operator new[](rounded, std::align_val_t(64))));
-  std::memset(out.data.get(), 0, rounded);
-  out.size = bytes;
-  return out;
-}
 
 namespace {
 

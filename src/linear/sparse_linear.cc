@@ -6,8 +6,9 @@
 #include <vector>
 
 #include "cpu/kernel_table.h"
-#include "cpu/linear_pack.h"
-#include "cpu/linear_slid_forms.h"
+#include "linear/linear_driver.h"
+#include "linear/linear_pack.h"
+#include "linear/linear_slid_forms.h"
 #include "nmkit/linear.h"
 #include "nmkit/quant.h"
 #include "nmkit/threads.h"

@@ -5,6 +5,7 @@
 
 #include "cpu/linear_common.h"
 #include "cpu/linear_kernels.h"
+#include "linear/linear_driver.h"
 
 namespace nmkit::cpu {
 
@@ -88,6 +89,26 @@ void decompress_block(const PackedLinear& w, int64_t b, void* tile) {
       return;
     }
   }
+}
+
+LinearFn linear_kernel_for(const LinearKernels& kernels, PackedKind kind, DType dtype) {
+  switch (kind) {
+    case PackedKind::Dense:
+      if (dtype == DType::F32) return kernels.dense_f32;
+      if (dtype == DType::BF16) return kernels.dense_bf16;
+      if (dtype == DType::I8) return kernels.dense_i8;
+      return nullptr;
+    case PackedKind::Sparse24:
+      if (dtype == DType::F32) return kernels.sparse24_f32;
+      if (dtype == DType::BF16) return kernels.sparse24_bf16;
+      if (dtype == DType::I8) return kernels.sparse24_i8;
+      return nullptr;
+    case PackedKind::NM:
+      if (dtype == DType::F32) return kernels.nm_f32;
+      if (dtype == DType::BF16) return kernels.nm_bf16;
+      return nullptr;
+  }
+  return nullptr;
 }
 
 }  // namespace nmkit::cpu
