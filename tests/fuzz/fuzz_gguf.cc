@@ -1,5 +1,6 @@
-// libFuzzer target: the GGUF reader (src/io/gguf_parse.cc on any bytes; then GgufFile::open, the
-// dequantization of every tensor and Tokenizer::from_gguf on what it accepts). Refusals are fine; a
+// libFuzzer target: the GGUF reader (src/io/gguf_parse.cc on any bytes; then GgufFile::open and the
+// dequantization of every tensor on what it accepts; Tokenizer::from_gguf is declared in
+// nmkit/tokenizer.h but not defined yet on main, add it here when it is). Refusals are fine; a
 // crash, hang, leak or sanitizer report is a bug, and so is a dequantized tensor of another size
 // than its info says.
 #include <sys/mman.h>
@@ -11,7 +12,6 @@
 
 #include "io/gguf_parse.h"
 #include "nmkit/gguf.h"
-#include "nmkit/tokenizer.h"
 
 namespace {
 
@@ -38,6 +38,5 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto dense = file->dequantize(info);
     if (dense.ok() && dense->shape() != info.shape()) __builtin_trap();
   }
-  (void)nmkit::Tokenizer::from_gguf(*file);
   return 0;
 }
