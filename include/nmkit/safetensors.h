@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "nmkit/files.h"
 #include "nmkit/status.h"
 #include "nmkit/tensor.h"
 
@@ -74,7 +75,8 @@ struct WriteOptions {
   std::function<void(size_t i, size_t n, const OutputTensor&)> on_tensor;
 };
 
-// Writes to "PATH.tmp.XXXXXX" in the same folder, then renames onto PATH. Tensors keep the given
+// Writes to "PATH.tmp.XXXXXX" in the same folder, then renames onto PATH (include/nmkit/files.h: a
+// symlinked PATH is written through to its target; stale temporaries of PATH are removed first). Tensors keep the given
 // order, with contiguous offsets; the header is padded with spaces to a multiple of 8 bytes so the
 // data section starts 8-byte aligned; "__metadata__" is written first, and only when non-empty.
 // The file's blocks are reserved up front (a full disk is an Error, never a SIGBUS in a fill), each
@@ -84,5 +86,10 @@ struct WriteOptions {
 // on_tensor becomes an Error naming PATH and the tensor.
 Status write_safetensors(const std::string& path, const std::vector<OutputTensor>& tensors,
                          const Metadata& metadata = {}, const WriteOptions& options = {});
+// The same up to the rename: the file is complete and fsynced under its temporary name, and
+// commit() puts it in place. Lets a caller write every output (a checkpoint and its report) before
+// the first one replaces anything.
+Result<PendingFile> prepare_safetensors(const std::string& path, const std::vector<OutputTensor>& tensors,
+                                        const Metadata& metadata = {}, const WriteOptions& options = {});
 
 }  // namespace nmkit

@@ -117,16 +117,17 @@ struct LinearKernels {
   LinearFn sparse24_i8 = nullptr;
   // sparse24 bf16 weights times bf16 activations (call.x_bf16), null where the tier has no bf16 dot.
   LinearFn sparse24_bf16x = nullptr;
-  // nm bf16 weights times bf16 activations (call.x_bf16; call.x holds them as f32 too), or null.
-  LinearFn nm_bf16x = nullptr;
   // sparse24 f32/bf16 weights on token lanes (call.xt): each kept value is broadcast and multiplies
   // the 16 tokens' activations at its K, so only the kept products are executed; null where the tier
-  // has none. SparseLinear uses them from kTokenLaneMin tokens.
+  // has none. The plan (src/linear/linear_plan.cc) says from how many tokens.
   LinearFn sparse24_f32_lanes = nullptr;
   LinearFn sparse24_bf16_lanes = nullptr;
-  // The nm kernels expand each row block's K slabs once for all the call's tokens, so no M needs the
-  // tile path for nm (set by AVX-512, src/cpu/avx512/linear_nm_slabs.h).
-  bool nm_slabs = false;
+  // nm kernels that expand each row block's K slabs once for all the call's tokens (AVX-512,
+  // src/cpu/avx512/linear_nm_slabs.h), or null; bf16x: bf16 weights times bf16 activations
+  // (call.x_bf16) with vdpbf16ps.
+  LinearFn nm_f32_slabs = nullptr;
+  LinearFn nm_bf16_slabs = nullptr;
+  LinearFn nm_bf16x_slabs = nullptr;
   // nm rows expanded into a dense tile with the tier's expansion (null: the portable decompress_block).
   TileFn nm_tile_f32 = nullptr;
   TileFn nm_tile_bf16 = nullptr;

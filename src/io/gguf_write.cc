@@ -1,6 +1,6 @@
 // Atomic GGUF writing (version 3, docs/design.md section 11.1): the header is serialized in memory,
 // every tensor is produced by its fill directly in a mapping of a temporary file, and the file is
-// renamed onto the destination only when all succeeded (io::TemporaryFile, shared with
+// renamed onto the destination only when all succeeded (PendingFile, include/nmkit/files.h, as for
 // write_safetensors).
 #include <cstring>
 #include <exception>
@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "io/gguf_parse.h"
-#include "io/temporary_file.h"
 #include "io/text.h"
+#include "nmkit/files.h"
 #include "nmkit/gguf.h"
 
 namespace nmkit {
@@ -222,9 +222,9 @@ Status write_gguf(const std::string& path, const std::vector<GgufKeyValue>& meta
   if (__builtin_add_overflow(header_size, layout->data_size, &total)) {
     return Error(path + ": the tensors overflow 64-bit file sizes");
   }
-  io::TemporaryFile temporary(path);
-  NMKIT_TRY(temporary.create(total));
-  std::byte* out = temporary.data();
+  auto pending = PendingFile::create(path, total);
+  if (!pending.ok()) return pending.error();
+  std::byte* out = pending->data();
   std::memcpy(out, layout->header.data(), header_size);
   // The padding between tensors stays zero: the reserved blocks of a new file read as zeros.
   std::byte* data = out + header_size;
@@ -250,7 +250,7 @@ Status write_gguf(const std::string& path, const std::vector<GgufKeyValue>& meta
       return Error(path + ": tensor " + io::quote_name(t.name) + ": fill threw an unknown exception");
     }
   }
-  return temporary.commit(path);
+  return pending->commit();
 }
 
 }  // namespace nmkit

@@ -1,5 +1,7 @@
 #include "io/mapped_file.h"
 
+#include "io/cleanup_registry.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -40,17 +42,20 @@ Result<MappedFile> MappedFile::open_read(const std::string& path) {
   const int err = errno;
   ::close(fd);  // the mapping keeps its own reference to the file
   if (map == MAP_FAILED) return Error(path + ": cannot map " + std::to_string(size) + " bytes: " + errno_text(err));
-  return MappedFile(static_cast<const std::byte*>(map), size);
+  return MappedFile(static_cast<const std::byte*>(map), size, io::register_mapping(map, size, path.c_str()));
 }
 
 MappedFile::MappedFile(MappedFile&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+    : data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      slot_(std::exchange(other.slot_, -1)) {}
 
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   if (this != &other) {
     reset();
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
+    slot_ = std::exchange(other.slot_, -1);
   }
   return *this;
 }
@@ -58,6 +63,7 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
 MappedFile::~MappedFile() { reset(); }
 
 void MappedFile::reset() {
+  io::unregister_mapping(std::exchange(slot_, -1));
   if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
   data_ = nullptr;
   size_ = 0;

@@ -25,11 +25,12 @@ class MappedFile {
   size_t size() const { return size_; }
 
  private:
-  MappedFile(const std::byte* data, size_t size) : data_(data), size_(size) {}
+  MappedFile(const std::byte* data, size_t size, int slot) : data_(data), size_(size), slot_(slot) {}
   void reset();
 
   const std::byte* data_ = nullptr;
   size_t size_ = 0;
+  int slot_ = -1;  // in the registry mapped_input_at() reads (a SIGBUS names this file)
 };
 
 // "strerror(errno)" for messages; thread-safe (strerror_r).

@@ -1,15 +1,9 @@
 // Atomic safetensors writing: every tensor is produced directly in a memory mapping of a temporary
 // file in the destination folder, which is renamed onto the destination only when all succeeded.
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <exception>
-#include <fstream>
 #include <limits>
 #include <string>
 #include <unordered_set>
@@ -18,10 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "io/mapped_file.h"
-#include "io/temporary_file.h"
 #include "io/safetensors_header.h"
 #include "io/text.h"
+#include "nmkit/files.h"
 #include "nmkit/safetensors.h"
 
 namespace nmkit {
@@ -140,23 +133,23 @@ OutputTensor OutputTensor::owning(std::string name, Tensor tensor) {
   return out;
 }
 
-Status write_safetensors(const std::string& path, const std::vector<OutputTensor>& tensors,
-                         const Metadata& metadata, const WriteOptions& options) {
+Result<PendingFile> prepare_safetensors(const std::string& path, const std::vector<OutputTensor>& tensors,
+                                        const Metadata& metadata, const WriteOptions& options) {
   auto layout = plan(path, tensors, metadata);
   if (!layout.ok()) return layout.error();
   const uint64_t header_len = layout->header.size();
   const uint64_t total = 8 + header_len + layout->data_size;
 
-  io::TemporaryFile temporary(path);
-  NMKIT_TRY(temporary.create(total));
-  std::byte* out = temporary.data();
+  auto pending = PendingFile::create(path, total);
+  if (!pending.ok()) return pending.error();
+  std::byte* out = pending->data();
   for (int i = 0; i < 8; ++i) out[i] = static_cast<std::byte>(header_len >> (8 * i) & 0xFF);  // little-endian
   std::memcpy(out + 8, layout->header.data(), header_len);
   std::byte* data = out + 8 + header_len;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const OutputTensor& t = tensors[i];
     // Callbacks are the caller's code: an exception from one must not skip the cleanup or leave
-    // the library (design.md 10.1).
+    // the library (docs/design.md section 10.1).
     try {
       if (options.on_tensor) options.on_tensor(i, tensors.size(), t);
       NMKIT_TRY(t.fill(data + layout->begins[i]));
@@ -166,7 +159,15 @@ Status write_safetensors(const std::string& path, const std::vector<OutputTensor
       return Error(path + ": tensor " + io::quote_name(t.name) + ": fill threw an unknown exception");
     }
   }
-  return temporary.commit(path);
+  NMKIT_TRY(pending->finish());
+  return std::move(*pending);
+}
+
+Status write_safetensors(const std::string& path, const std::vector<OutputTensor>& tensors,
+                         const Metadata& metadata, const WriteOptions& options) {
+  auto pending = prepare_safetensors(path, tensors, metadata, options);
+  if (!pending.ok()) return pending.error();
+  return pending->commit();
 }
 
 }  // namespace nmkit

@@ -1,6 +1,10 @@
-// SparseLinear: validation at the boundary, packing once, and per call the activation copy, token
-// blocking and row-parallel dispatch to the tier's kernel.
+// SparseLinear: validation at the boundary, packing once, and per call the plan's form and kernel
+// (src/linear/linear_plan.h): the activation copy, token blocking and row-parallel dispatch to the
+// tier's kernel, or oneDNN's matmul on the dense prepacked copy.
 #include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -8,7 +12,9 @@
 #include "cpu/kernel_table.h"
 #include "linear/linear_driver.h"
 #include "linear/linear_pack.h"
+#include "linear/linear_plan.h"
 #include "linear/linear_slid_forms.h"
+#include "linear/onednn_matmul.h"
 #include "nmkit/linear.h"
 #include "nmkit/quant.h"
 #include "nmkit/threads.h"
@@ -17,6 +23,9 @@ namespace nmkit {
 
 using cpu::PackedKind;
 using cpu::PackedLinear;
+using linear::LinearLayer;
+using linear::LinearPlan;
+using linear::Route;
 
 namespace {
 
@@ -38,7 +47,12 @@ int64_t token_block(int64_t K_x) { return std::max<int64_t>(16, (int64_t{1} << 2
 }  // namespace
 
 struct SparseLinearAccess {
-  static SparseLinear make(std::unique_ptr<PackedLinear> packed) { return SparseLinear(std::move(packed)); }
+  static SparseLinear make(std::unique_ptr<PackedLinear> packed, const LinearOptions& options) {
+    auto layer = std::make_unique<LinearLayer>();
+    layer->packed = std::move(packed);
+    layer->onednn = options.onednn;
+    return SparseLinear(std::move(layer));
+  }
 };
 
 namespace {
@@ -55,12 +69,12 @@ Result<SparseLinear> finish(Result<std::unique_ptr<PackedLinear>> packed, const 
   if (cpu::linear_kernel_for(cpu::kernels_for(*tier).linear, (*packed)->kind, (*packed)->dtype) == nullptr) {
     return Error("linear: no kernel for this weight form on tier " + std::string(tier_name(*tier)));
   }
-  return SparseLinearAccess::make(std::move(*packed));
+  return SparseLinearAccess::make(std::move(*packed), options);
 }
 
 }  // namespace
 
-SparseLinear::SparseLinear(std::unique_ptr<PackedLinear> packed) : packed_(std::move(packed)) {}
+SparseLinear::SparseLinear(std::unique_ptr<LinearLayer> layer) : layer_(std::move(layer)) {}
 SparseLinear::SparseLinear(SparseLinear&&) noexcept = default;
 SparseLinear& SparseLinear::operator=(SparseLinear&&) noexcept = default;
 SparseLinear::~SparseLinear() = default;
@@ -109,14 +123,14 @@ Result<SparseLinear> SparseLinear::slid(const TensorView& slid_weight, const Sli
 }
 
 Status SparseLinear::set_bias(const TensorView& bias) {
-  if (bias.numel() != packed_->rows || bias.shape.size() != 1) {
-    return Error("linear: bias shape " + shape_str(bias.shape) + " does not match rows " + std::to_string(packed_->rows));
+  if (bias.numel() != layer_->packed->rows || bias.shape.size() != 1) {
+    return Error("linear: bias shape " + shape_str(bias.shape) + " does not match rows " + std::to_string(layer_->packed->rows));
   }
   if (!is_prunable(bias.dtype)) return Error("linear: bias dtype " + std::string(dtype_name(bias.dtype)) + " is not f32/bf16/f16");
-  packed_->bias = cpu::AlignedBytes::zeros(static_cast<size_t>(packed_->rows) * 4);
-  convert_to_f32(bias.dtype, bias.data, packed_->bias.as<float>(), static_cast<size_t>(packed_->rows));
-  packed_->has_bias = true;
-  if (packed_->many_tokens) cpu::copy_bias(*packed_, *packed_->many_tokens);  // built by an earlier call
+  layer_->packed->bias = cpu::AlignedBytes::zeros(static_cast<size_t>(layer_->packed->rows) * 4);
+  convert_to_f32(bias.dtype, bias.data, layer_->packed->bias.as<float>(), static_cast<size_t>(layer_->packed->rows));
+  layer_->packed->has_bias = true;
+  if (layer_->packed->many_tokens) cpu::copy_bias(*layer_->packed, *layer_->packed->many_tokens);  // built by an earlier call
   return ok_status();
 }
 
@@ -130,40 +144,6 @@ void run_rows(cpu::LinearFn kernel, const cpu::LinearCall& call, int64_t row_blo
     part.block_end = end;
     kernel(part);
   });
-}
-
-// Tokens from which a call decompresses each row block into a dense tile and runs the dense
-// micro-kernel on it (design.md 8, compute-bound regime): nm on tiers without slabs (whose in-register
-// expansion would be repeated for every 4 tokens), bf16 dense (widened once instead of per 4 tokens) and INT8 sparse24
-// (vpermt2b per token costs as much as a second VNNI). Slid INT8 keeps the 2:4 kernel, which executes
-// (N-1)/N of the dense products where a tile over K_prime would execute 2(N-1)/N. Below this many
-// tokens the scalar decompression would not be repaid.
-constexpr int64_t kTileTokens = 64;
-
-bool use_tile(const PackedLinear& w, const cpu::LinearKernels& kernels, int64_t tokens) {
-  if (tokens < kTileTokens) return false;
-  switch (w.kind) {
-    // A tier whose nm kernel expands each K slab once for all tokens (AVX-512) needs no tile: at
-    // M=64 and 256 its slabs ran 0.90-0.99x of dense f32 where the tile ran 0.63-0.92x.
-    case PackedKind::NM: return !kernels.nm_slabs;
-    case PackedKind::Dense: return w.dtype == DType::BF16;
-    // Only with a SIMD expansion: the portable one costs about half a dense pass per token block.
-    case PackedKind::Sparse24: return w.dtype == DType::I8 && !w.slide && kernels.sparse24_i8_tile != nullptr;
-  }
-  return false;
-}
-
-// Tokens from which sparse24 f32/bf16 weights run on token lanes (the row-lane kernels shuffle the
-// activations once per token and FMA): measured equal at 8 tokens, 1.4-1.9x faster from 16.
-constexpr int64_t kTokenLaneMin = 8;
-
-// bf16 weights with bf16 activations keep their vdpbf16ps kernel (src/cpu/avx512/linear_token_lanes.cc
-// says why).
-cpu::LinearFn token_lane_kernel(const PackedLinear& w, const cpu::LinearKernels& kernels, int64_t tokens) {
-  if (w.kind != PackedKind::Sparse24 || tokens < kTokenLaneMin) return nullptr;
-  if (w.dtype == DType::F32) return kernels.sparse24_f32_lanes;
-  if (w.dtype == DType::BF16 && !w.bf16_x) return kernels.sparse24_bf16_lanes;
-  return nullptr;
 }
 
 void run_tiles(const cpu::LinearKernels& kernels, const cpu::LinearCall& call) {
@@ -189,9 +169,9 @@ void run_tiles(const cpu::LinearKernels& kernels, const cpu::LinearCall& call) {
   });
 }
 
-// One call on one packed form (SparseLinear::apply picks the form).
-Status apply_packed(const PackedLinear& w, const float* x, int64_t M, float* y) {
-  const cpu::LinearFn kernel = cpu::linear_kernel_for(cpu::kernels_for(w.tier).linear, w.kind, w.dtype);
+// One call on one packed form with the plan's route (not Onednn).
+void apply_packed(const PackedLinear& w, const LinearPlan& plan, const float* x, int64_t M, float* y, Status& status) {
+  const cpu::LinearFn kernel = linear::plan_kernel(plan, w);
   NMKIT_ASSERT(kernel != nullptr);
   const bool int8 = w.dtype == DType::I8;
   const int64_t block = token_block(int8 ? w.K_x / 4 : w.K_x);
@@ -203,10 +183,7 @@ Status apply_packed(const PackedLinear& w, const float* x, int64_t M, float* y) 
   thread_local std::vector<uint16_t> x_bf16;
   thread_local cpu::AlignedBytes xt;
   const cpu::LinearKernels& table = cpu::kernels_for(w.tier).linear;
-  const cpu::LinearFn bf16x_kernel = !w.bf16_x || w.dtype != DType::BF16 ? nullptr
-                                     : w.kind == PackedKind::Sparse24     ? table.sparse24_bf16x
-                                     : w.kind == PackedKind::NM           ? table.nm_bf16x
-                                                                          : nullptr;
+  const bool wants_bf16 = plan.route == Route::Bf16Pairs || (plan.route == Route::Slabs && w.bf16_x && w.dtype == DType::BF16);
   const int64_t first = std::min(block, M);
   if (int8) {
     codes.resize(static_cast<size_t>(first * w.K_x));
@@ -224,13 +201,14 @@ Status apply_packed(const PackedLinear& w, const float* x, int64_t M, float* y) 
     call.ldy = w.rows;
     if (int8) {
       const TensorView xv{DType::F32, {count, w.K}, reinterpret_cast<const std::byte*>(x + m0 * w.K)};
-      NMKIT_TRY(quantize_tokens_into(xv, QuantType::Int8, w.slide ? &*w.slide : nullptr,
-                                     reinterpret_cast<std::byte*>(codes.data()), w.K_x, scales.data(), "x"));
+      status = quantize_tokens_into(xv, QuantType::Int8, w.slide ? &*w.slide : nullptr,
+                                    reinterpret_cast<std::byte*>(codes.data()), w.K_x, scales.data(), "x");
+      if (!status.ok()) return;
       for (int64_t m = 0; m < count; ++m) std::memset(codes.data() + m * w.K_x + cols, 0, static_cast<size_t>(w.K_x - cols));
       call.x = codes.data();
       call.x_scale = scales.data();
     } else {
-      if (bf16x_kernel != nullptr) x_bf16.resize(static_cast<size_t>(count * w.K_x));
+      if (wants_bf16) x_bf16.resize(static_cast<size_t>(count * w.K_x));
       for (int64_t m = 0; m < count; ++m) {
         float* dst = padded.data() + m * w.K_x;
         if (!w.lift_source.empty()) {
@@ -239,26 +217,142 @@ Status apply_packed(const PackedLinear& w, const float* x, int64_t M, float* y) 
           std::memcpy(dst, x + (m0 + m) * w.K, static_cast<size_t>(w.K) * 4);
           std::memset(dst + w.K, 0, static_cast<size_t>(w.K_x - w.K) * 4);
         }
-        if (w.bf16_x) {
-          round_to_bf16(dst, bf16x_kernel != nullptr ? x_bf16.data() + m * w.K_x : nullptr, static_cast<size_t>(w.K_x));
-        }
+        if (w.bf16_x) round_to_bf16(dst, wants_bf16 ? x_bf16.data() + m * w.K_x : nullptr, static_cast<size_t>(w.K_x));
       }
       call.x = padded.data();
-      if (bf16x_kernel != nullptr) call.x_bf16 = x_bf16.data();
+      if (wants_bf16) call.x_bf16 = x_bf16.data();
     }
-    const cpu::LinearFn lanes = token_lane_kernel(w, table, count);
-    if (lanes != nullptr) {
-      const int64_t slabs = (count + cpu::kTokenLanes - 1) / cpu::kTokenLanes;
-      const size_t bytes = static_cast<size_t>(slabs * w.K_x * cpu::kTokenLanes) * 4;
-      if (xt.size < bytes) xt = cpu::AlignedBytes::zeros(bytes);
-      cpu::transpose_token_lanes(padded.data(), count, w.K_x, xt.as<float>());
-      call.xt = xt.as<float>();
-      run_rows(lanes, call, w.row_blocks);
-    } else if (bf16x_kernel != nullptr) {
-      run_rows(bf16x_kernel, call, w.row_blocks);
+    switch (plan.route) {
+      case Route::TokenLanes: {
+        const int64_t slabs = (count + cpu::kTokenLanes - 1) / cpu::kTokenLanes;
+        const size_t bytes = static_cast<size_t>(slabs * w.K_x * cpu::kTokenLanes) * 4;
+        if (xt.size < bytes) xt = cpu::AlignedBytes::zeros(bytes);
+        cpu::transpose_token_lanes(padded.data(), count, w.K_x, xt.as<float>());
+        call.xt = xt.as<float>();
+        run_rows(kernel, call, w.row_blocks);
+        break;
+      }
+      case Route::Tiles: run_tiles(table, call); break;
+      default: run_rows(kernel, call, w.row_blocks); break;
     }
-    else if (use_tile(w, table, count)) run_tiles(table, call);
-    else run_rows(kernel, call, w.row_blocks);
+  }
+}
+
+// The oneDNN form: the plan's source form decompressed row-major ([rows, K] f32 values, bf16 bits or
+// int8 codes) and handed to oneDNN, which reorders it into its prepacked layout.
+Result<std::unique_ptr<linear::OnednnMatmul>> build_matmul(const PackedLinear& source, linear::MatmulType type) {
+  const int64_t rows = source.rows, K = source.K;
+  const bool int8 = source.dtype == DType::I8;
+  const int64_t chunk = int8 ? cpu::kLinearChunkInt8 : cpu::kLinearChunk;
+  const size_t size = type == linear::MatmulType::F32 ? 4 : type == linear::MatmulType::Bf16 ? 2 : 1;
+  std::vector<std::byte> dense(static_cast<size_t>(rows * K) * size);
+  parallel_for(source.row_blocks, 1, [&](int64_t begin, int64_t end) {
+    std::vector<std::byte> tile(cpu::tile_bytes(source));
+    for (int64_t b = begin; b < end; ++b) {
+      if (source.kind == PackedKind::Dense && source.dtype != DType::BF16) {  // already the tile layout
+        std::memcpy(tile.data(), source.values.data.get() + static_cast<size_t>(b) * tile.size(), tile.size());
+      } else {
+        cpu::decompress_block(source, b, tile.data());
+      }
+      for (int r = 0; r < cpu::kLinearRowBlock && b * cpu::kLinearRowBlock + r < rows; ++r) {
+        const int64_t row = b * cpu::kLinearRowBlock + r;
+        for (int64_t c = 0; c * chunk < K; ++c) {
+          const int64_t n = std::min(chunk, K - c * chunk);
+          const size_t from = static_cast<size_t>((c * cpu::kLinearRowBlock + r) * chunk);
+          std::byte* to = dense.data() + static_cast<size_t>(row * K + c * chunk) * size;
+          if (int8) {
+            std::memcpy(to, tile.data() + from, static_cast<size_t>(n));
+          } else if (type == linear::MatmulType::F32) {
+            std::memcpy(to, tile.data() + from * 4, static_cast<size_t>(n) * 4);
+          } else {  // bf16 values widened exactly in the tile: their high halves
+            for (int64_t j = 0; j < n; ++j) {
+              uint32_t bits;
+              std::memcpy(&bits, tile.data() + (from + static_cast<size_t>(j)) * 4, 4);
+              const auto high = static_cast<uint16_t>(bits >> 16);
+              std::memcpy(to + j * 2, &high, 2);
+            }
+          }
+        }
+      }
+    }
+  });
+  return linear::OnednnMatmul::make(type, rows, K, K, dense.data());
+}
+
+// One call through oneDNN: activations in the matmul's type (f32 as given, rounded to bf16, or
+// quantized per token), the GEMM, then the epilogue: bias, and for int8 the scales, as the kernels
+// apply them (cpu/linear_common.h int8_output, store_output), so Y is bit for bit theirs for int8.
+Status apply_onednn(const LinearLayer& layer, const PackedLinear& source, const LinearPlan& plan, const float* x,
+                    int64_t M, float* y) {
+  std::call_once(layer.matmul_once, [&] {
+    auto built = build_matmul(source, plan.matmul);
+    if (built.ok()) layer.matmul = std::move(*built);
+    else layer.matmul_error = built.error();
+  });
+  if (layer.matmul_error) return *layer.matmul_error;
+  const PackedLinear& w = *layer.packed;
+  const int64_t K = w.K, rows = w.rows;
+  const size_t n = static_cast<size_t>(M * K);
+  thread_local std::vector<float> rounded;
+  thread_local std::vector<uint16_t> bits;
+  thread_local std::vector<int8_t> codes;
+  thread_local std::vector<float> scales;
+  const void* input = x;
+  if (plan.matmul == linear::MatmulType::Int8) {
+    codes.resize(n);
+    scales.resize(static_cast<size_t>(M));
+    const TensorView xv{DType::F32, {M, K}, reinterpret_cast<const std::byte*>(x)};
+    NMKIT_TRY(quantize_tokens_into(xv, QuantType::Int8, nullptr, reinterpret_cast<std::byte*>(codes.data()), K,
+                                   scales.data(), "x"));
+    input = codes.data();
+  } else if (w.bf16_x) {
+    rounded.assign(x, x + n);
+    if (plan.matmul == linear::MatmulType::Bf16) bits.resize(n);
+    round_to_bf16(rounded.data(), plan.matmul == linear::MatmulType::Bf16 ? bits.data() : nullptr, n);
+    input = plan.matmul == linear::MatmulType::Bf16 ? static_cast<const void*>(bits.data()) : rounded.data();
+  }
+  NMKIT_TRY(layer.matmul->run(input, M, y));
+  const float* bias = w.has_bias ? w.bias.as<float>() : nullptr;
+  if (plan.matmul == linear::MatmulType::Int8) {
+    const float* w_scale = source.row_scale.as<float>();
+    const float* x_scale = scales.data();
+    parallel_for(M, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t m = begin; m < end; ++m) {
+        float* out = y + m * rows;
+        for (int64_t r = 0; r < rows; ++r) {
+          int32_t acc;
+          std::memcpy(&acc, out + r, 4);
+          float value = (x_scale[m] * w_scale[r]) * static_cast<float>(acc);
+          if (bias != nullptr) value += bias[r];
+          out[r] = value;
+        }
+      }
+    });
+  } else if (bias != nullptr) {
+    parallel_for(M, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t m = begin; m < end; ++m) {
+        for (int64_t r = 0; r < rows; ++r) y[m * rows + r] += bias[r];
+      }
+    });
+  }
+  return ok_status();
+}
+
+// The first row and column of X holding a NaN or infinity, as an Error (include/nmkit/linear.h).
+Status check_finite(const float* x, int64_t M, int64_t K) {
+  for (int64_t m = 0; m < M; ++m) {
+    const float* row = x + m * K;
+    bool finite = true;
+    for (int64_t k = 0; k < K; ++k) finite &= std::fabs(row[k]) <= FLT_MAX;  // false for NaN and infinities
+    if (finite) continue;
+    for (int64_t k = 0; k < K; ++k) {
+      if (!(std::fabs(row[k]) <= FLT_MAX)) {
+        char value[32];
+        std::snprintf(value, sizeof value, "%g", static_cast<double>(row[k]));
+        return Error("linear: x row " + std::to_string(m) + ", column " + std::to_string(k) + ": value " + value +
+                     " is not finite");
+      }
+    }
   }
   return ok_status();
 }
@@ -268,13 +362,19 @@ Status apply_packed(const PackedLinear& w, const float* x, int64_t M, float* y) 
 Status SparseLinear::apply(const float* x, int64_t M, float* y) const {
   if (M < 0) return Error("linear: M = " + std::to_string(M) + " is negative");
   if (M == 0) return ok_status();
-  const int64_t many = cpu::many_tokens_from(*packed_);
-  return apply_packed(many > 0 && M >= many ? cpu::many_tokens_form(*packed_) : *packed_, x, M, y);
+  const PackedLinear& w = *layer_->packed;
+  NMKIT_TRY(check_finite(x, M, w.K));
+  const LinearPlan plan = linear::plan_for(*layer_, M);
+  const PackedLinear& form = plan.form == linear::FormUsed::Unslid ? cpu::many_tokens_form(w) : w;
+  if (plan.route == Route::Onednn) return apply_onednn(*layer_, form, plan, x, M, y);
+  Status status = ok_status();
+  apply_packed(form, plan, x, M, y, status);
+  return status;
 }
 
 Result<Tensor> SparseLinear::apply(const TensorView& x) const {
-  if (x.shape.size() != 2 || x.cols() != packed_->K) {
-    return Error("linear: input shape " + shape_str(x.shape) + " does not match K = " + std::to_string(packed_->K));
+  if (x.shape.size() != 2 || x.cols() != layer_->packed->K) {
+    return Error("linear: input shape " + shape_str(x.shape) + " does not match K = " + std::to_string(layer_->packed->K));
   }
   if (!is_prunable(x.dtype)) return Error("linear: input dtype " + std::string(dtype_name(x.dtype)) + " is not f32/bf16/f16");
   std::vector<float> converted;
@@ -284,31 +384,26 @@ Result<Tensor> SparseLinear::apply(const TensorView& x) const {
     convert_to_f32(x.dtype, x.data, converted.data(), converted.size());
     src = converted.data();
   }
-  Tensor y = Tensor::empty(DType::F32, {x.rows(), packed_->rows});
+  Tensor y = Tensor::empty(DType::F32, {x.rows(), layer_->packed->rows});
   NMKIT_TRY(apply(src, x.rows(), y.as<float>()));
   return y;
 }
 
-int64_t SparseLinear::rows() const { return packed_->rows; }
-int64_t SparseLinear::K() const { return packed_->K; }
-DType SparseLinear::weight_dtype() const { return packed_->dtype; }
-IsaTier SparseLinear::tier() const { return packed_->tier; }
+int64_t SparseLinear::rows() const { return layer_->packed->rows; }
+int64_t SparseLinear::K() const { return layer_->packed->K; }
+DType SparseLinear::weight_dtype() const { return layer_->packed->dtype; }
+IsaTier SparseLinear::tier() const { return layer_->packed->tier; }
 
 namespace {
 
 // An nm weight that SparseLinear::nm packed slid (f32/bf16 sparse24 over K_prime).
 bool nm_packed_slid(const PackedLinear& w) { return w.slide && w.dtype != DType::I8; }
 
-std::string kernel_label(IsaTier tier, const std::string& form, DType dtype, bool bf16_x, const char* how = "") {
-  const char* type = dtype == DType::F32 ? " f32" : dtype == DType::BF16 ? " bf16" : " int8";
-  return std::string(tier_name(tier)) + " " + form + type + how + (bf16_x ? " (bf16 x)" : "");
-}
-
 }  // namespace
 
 LinearWeight SparseLinear::weight_kind() const {
-  if (nm_packed_slid(*packed_)) return LinearWeight::NM;
-  switch (packed_->kind) {
+  if (nm_packed_slid(*layer_->packed)) return LinearWeight::NM;
+  switch (layer_->packed->kind) {
     case PackedKind::Dense: return LinearWeight::Dense;
     case PackedKind::Sparse24: return LinearWeight::Sparse24;
     case PackedKind::NM: return LinearWeight::NM;
@@ -317,41 +412,33 @@ LinearWeight SparseLinear::weight_kind() const {
 }
 
 Pattern SparseLinear::pattern() const {
-  if (packed_->kind == PackedKind::NM || nm_packed_slid(*packed_)) return packed_->pattern;
+  if (layer_->packed->kind == PackedKind::NM || nm_packed_slid(*layer_->packed)) return layer_->packed->pattern;
   return Pattern{2, 4};
 }
 
-std::string SparseLinear::kernel_name() const {
-  const PackedLinear& w = *packed_;
-  if (nm_packed_slid(w)) return kernel_label(w.tier, "nm" + w.pattern.str(), w.dtype, w.bf16_x, " as slid");
-  std::string form;
-  switch (w.kind) {
-    case PackedKind::Dense: form = "dense"; break;
-    case PackedKind::Sparse24: form = w.slide ? "slid" + w.slide->pattern.str() : "sparse24"; break;
-    case PackedKind::NM: form = "nm" + w.pattern.str(); break;
-  }
-  return kernel_label(w.tier, form, w.dtype, w.bf16_x);
-}
+std::string SparseLinear::kernel_name() const { return kernel_name(1); }
 
 std::string SparseLinear::kernel_name(int64_t M) const {
-  const PackedLinear& w = *packed_;
-  const int64_t many = cpu::many_tokens_from(w);
-  if (many == 0 || M < many) return kernel_name();
-  if (w.dtype == DType::I8) return kernel_name() + " as dense";
-  return kernel_label(w.tier, "nm" + w.pattern.str(), w.dtype, w.bf16_x);
+  return linear::plan_name(*layer_->packed, linear::plan_for(*layer_, std::max<int64_t>(M, 1)));
 }
 
-size_t SparseLinear::bytes_streamed() const { return packed_->streamed_bytes; }
+size_t SparseLinear::bytes_streamed() const { return bytes_streamed(1); }
 
-double SparseLinear::byte_ratio() const {
-  const PackedLinear& w = *packed_;
+size_t SparseLinear::bytes_streamed(int64_t M) const {
+  return linear::plan_bytes(*layer_->packed, linear::plan_for(*layer_, std::max<int64_t>(M, 1)));
+}
+
+double SparseLinear::byte_ratio() const { return byte_ratio(1); }
+
+double SparseLinear::byte_ratio(int64_t M) const {
+  const PackedLinear& w = *layer_->packed;
   double dense = static_cast<double>(w.rows) * static_cast<double>(w.K) * static_cast<double>(dtype_size(w.dtype));
   if (w.dtype == DType::I8) dense += static_cast<double>(w.rows) * 4.0;  // per-row scales
-  return dense / static_cast<double>(w.streamed_bytes);
+  return dense / static_cast<double>(bytes_streamed(M));
 }
 
 double SparseLinear::mac_ratio() const {
-  const PackedLinear& w = *packed_;
+  const PackedLinear& w = *layer_->packed;
   if (w.slide) return w.slide->ideal_speedup();
   switch (w.kind) {
     case PackedKind::Dense: return 1.0;
@@ -361,6 +448,8 @@ double SparseLinear::mac_ratio() const {
   return 1.0;
 }
 
-double SparseLinear::theoretical_speedup(int64_t M) const { return M <= 16 ? byte_ratio() : 1.0; }
+double SparseLinear::theoretical_speedup(int64_t M) const {
+  return M <= linear::memory_bound_tokens() ? byte_ratio(M) : 1.0;
+}
 
 }  // namespace nmkit

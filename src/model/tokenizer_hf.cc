@@ -18,6 +18,12 @@ constexpr const char* kLlama3Regex =
 constexpr const char* kQwen2Regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
+// llama.cpp's regexes for a vocabulary without a pre type ("default"), applied in turn.
+constexpr const char* kDefaultRegexes[] = {
+    R"([\p{P}\$\+<=>\^~\|]+)",
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))", R"(\p{N}+)",
+    "[0-9][0-9][0-9]"};
+
 Result<json> read_json(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error(path.string() + ": cannot open");
@@ -60,10 +66,18 @@ std::string detect_pre(const std::vector<json>& list) {
       list[0].value("individual_digits", false) && byte_level(list[1], true)) {
     return "smollm";
   }
-  if (list.size() == 2 && byte_level(list[1], false)) {
-    const std::string regex = split_regex(list[0]);
-    if (regex == kLlama3Regex) return "llama-bpe";
-    if (regex == kQwen2Regex) return "qwen2";
+  // Split pre-tokenizers (isolated), then ByteLevel without its own regex.
+  if (list.size() >= 2 && byte_level(list.back(), false)) {
+    std::vector<std::string> regexes;
+    for (size_t i = 0; i + 1 < list.size(); ++i) {
+      if (list[i].value("behavior", std::string()) != "Isolated") return "";
+      regexes.push_back(split_regex(list[i]));
+    }
+    if (regexes == std::vector<std::string>{kLlama3Regex}) return "llama-bpe";
+    if (regexes == std::vector<std::string>{kQwen2Regex}) return "qwen2";
+    if (regexes == std::vector<std::string>(std::begin(kDefaultRegexes), std::end(kDefaultRegexes))) {
+      return "default";
+    }
   }
   return "";
 }
@@ -125,7 +139,6 @@ Result<Tokenizer> Tokenizer::from_hf_json(const std::string& tokenizer_json_path
     if (!id.is_number_integer()) return fail("vocab entry '" + text + "' has no integer id");
     NMKIT_TRY(place(text, id.get<int64_t>()));
   }
-  const size_t n_model = vocab.tokens.size();
   std::vector<int32_t> types;
   if (root.contains("added_tokens") && root["added_tokens"].is_array()) {
     for (const json& added : root["added_tokens"]) {
@@ -148,7 +161,6 @@ Result<Tokenizer> Tokenizer::from_hf_json(const std::string& tokenizer_json_path
     const bool is_byte = byte_fallback && text.size() == 6 && text.rfind("<0x", 0) == 0 && text[5] == '>';
     types[id] = static_cast<int32_t>(is_byte ? TokenType::kByte : TokenType::kNormal);
   }
-  (void)n_model;
   vocab.token_types = std::move(types);
 
   if (model.contains("merges") && model["merges"].is_array()) {

@@ -140,6 +140,17 @@ std::vector<std::string> CliTest::listing() const {
   return names;
 }
 
+std::map<std::string, size_t> CliTest::snapshot() const {
+  std::map<std::string, size_t> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
+    const std::string name = entry.path().filename().string();
+    // A symlink is recorded by its target text, so replacing the link itself shows too.
+    files[name] = entry.is_symlink() ? std::hash<std::string>{}("link:" + std::filesystem::read_symlink(entry.path()).string())
+                                     : std::hash<std::string>{}(read_file(name));
+  }
+  return files;
+}
+
 RunResult CliTest::run(const std::vector<std::string>& args) const {
   // Appended piecewise: `" " + std::string&&` trips GCC 12's -Wrestrict false positive.
   std::string command = "cd ";
@@ -174,7 +185,7 @@ RunResult CliTest::run(const std::vector<std::string>& args) const {
 }
 
 void CliTest::expect_clean_failure(const std::vector<std::string>& args, const std::vector<std::string>& needles) const {
-  const auto before = listing();
+  const auto before = snapshot();
   const RunResult r = run(args);
   std::string joined;
   for (const auto& a : args) joined += a + " ";
@@ -186,7 +197,17 @@ void CliTest::expect_clean_failure(const std::vector<std::string>& args, const s
   EXPECT_EQ(r.err.back(), '\n');
   EXPECT_EQ(r.err.rfind("nmkit: ", 0), 0u) << "stderr: " << r.err;
   for (const auto& needle : needles) EXPECT_NE(r.err.find(needle), std::string::npos) << "missing '" << needle << "' in: " << r.err;
-  EXPECT_EQ(listing(), before) << "the folder changed (output, report or temporary left behind)";
+  const auto after = snapshot();
+  EXPECT_EQ(after.size(), before.size()) << "a file appeared or vanished (output, report or temporary left behind)";
+  for (const auto& [name, hash] : before) {
+    const auto it = after.find(name);
+    if (it == after.end()) {
+      ADD_FAILURE() << name << " was removed";
+    } else {
+      EXPECT_EQ(it->second, hash) << name << " changed";
+    }
+  }
+  for (const auto& [name, hash] : after) EXPECT_TRUE(before.count(name)) << name << " appeared";
 }
 
 }  // namespace nmkit::cli_test

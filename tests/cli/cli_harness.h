@@ -49,11 +49,14 @@ class CliTest : public ::testing::Test {
   bool exists(const std::string& name) const;
   // Names in the scratch folder, sorted (to spot leftover temporaries).
   std::vector<std::string> listing() const;
+  // Every file in the scratch folder with a hash of its bytes (to prove inputs were not touched).
+  std::map<std::string, size_t> snapshot() const;
   // Runs "nmkit ARGS" in the scratch folder; arguments are shell-quoted.
   RunResult run(const std::vector<std::string>& args) const;
 
   // The bad-input contract of the issue: non-zero exit, exactly one line "nmkit: ..." on stderr that
-  // contains every `needles` entry, nothing new in the folder (no output, no temporary, no report).
+  // contains every `needles` entry, no file in the folder created, removed or changed (inputs are
+  // hashed before and after; no output, no temporary, no report).
   void expect_clean_failure(const std::vector<std::string>& args, const std::vector<std::string>& needles) const;
 
  private:

@@ -122,51 +122,6 @@ std::string Table::render() const {
   return out;
 }
 
-Result<AtomicTextFile> AtomicTextFile::create(const std::string& path) {
-  std::string temp = path + ".tmp.XXXXXX";
-  const int fd = mkstemp(temp.data());
-  if (fd < 0) {
-    return Error(fmt::format("{}: cannot create a temporary file next to it: {}", path, std::strerror(errno)));
-  }
-  return AtomicTextFile(path, temp, fd);
-}
-
-AtomicTextFile::AtomicTextFile(AtomicTextFile&& other) noexcept
-    : path_(std::move(other.path_)), temp_path_(std::move(other.temp_path_)), fd_(other.fd_) {
-  other.fd_ = -1;
-  other.temp_path_.clear();
-}
-
-AtomicTextFile::~AtomicTextFile() {
-  if (fd_ >= 0) close(fd_);
-  if (!temp_path_.empty()) unlink(temp_path_.c_str());
-}
-
-Status AtomicTextFile::commit(std::string_view content) {
-  NMKIT_ASSERT(fd_ >= 0);
-  size_t done = 0;
-  while (done < content.size()) {
-    const ssize_t n = write(fd_, content.data() + done, content.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Error(fmt::format("{}: write failed: {}", path_, std::strerror(errno)));
-    }
-    done += static_cast<size_t>(n);
-  }
-  // mkstemp creates 0600; a report is an ordinary file, so give it the usual umask-governed mode.
-  const mode_t mask = umask(0);
-  umask(mask);
-  fchmod(fd_, 0666 & ~mask);
-  const int rc = close(fd_);
-  fd_ = -1;
-  if (rc != 0) return Error(fmt::format("{}: write failed: {}", path_, std::strerror(errno)));
-  if (std::rename(temp_path_.c_str(), path_.c_str()) != 0) {
-    return Error(fmt::format("{}: cannot rename the temporary file into place: {}", path_, std::strerror(errno)));
-  }
-  temp_path_.clear();
-  return ok_status();
-}
-
 std::string human_bytes(double bytes) {
   static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int unit = 0;

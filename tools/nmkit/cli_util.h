@@ -1,5 +1,5 @@
 // Shared pieces of the nmkit subcommands: one-line errors, a progress line that only a terminal sees,
-// name selection by regex, plain-text tables, and atomically written text files.
+// name selection by regex and plain-text tables (outputs are written through include/nmkit/files.h).
 #pragma once
 
 #include <cstddef>
@@ -63,26 +63,6 @@ class Table {
  private:
   std::vector<std::string> header_;
   std::vector<std::vector<std::string>> rows_;  // an empty row is a rule
-};
-
-// A text file that appears under its final name only on commit(): create() makes "PATH.tmp.XXXXXX"
-// in the same folder right away (so an unwritable destination fails before any long work), and the
-// destructor removes the temporary when commit() was never reached.
-class AtomicTextFile {
- public:
-  static Result<AtomicTextFile> create(const std::string& path);
-  AtomicTextFile(AtomicTextFile&& other) noexcept;
-  AtomicTextFile& operator=(AtomicTextFile&&) = delete;
-  ~AtomicTextFile();
-
-  Status commit(std::string_view content);
-
- private:
-  AtomicTextFile(std::string path, std::string temp_path, int fd)
-      : path_(std::move(path)), temp_path_(std::move(temp_path)), fd_(fd) {}
-  std::string path_;
-  std::string temp_path_;
-  int fd_ = -1;
 };
 
 // Items of a comma-separated option value ("1,4,16"), empty items dropped.

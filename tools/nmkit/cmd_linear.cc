@@ -10,6 +10,7 @@
 #include "nmkit/checkpoint.h"
 #include "nmkit/cli_util.h"
 #include "nmkit/command.h"
+#include "nmkit/files.h"
 #include "nmkit/format.h"
 #include "nmkit/linear.h"
 #include "nmkit/safetensors.h"
@@ -71,6 +72,12 @@ Result<SparseLinear> build_layer(const SafetensorsFile& file, const StoredTensor
 }
 
 int run(const LinearArgs& args) {
+  // Y must replace neither W nor X (issue 13, D2), however the paths are spelled.
+  if (auto distinct = check_distinct_files({{"-o", args.output_path}},
+                                           {{"weights file", args.weight_path}, {"inputs file", args.input_path}});
+      !distinct.ok()) {
+    return report_error(distinct.error());
+  }
   auto weights = SafetensorsFile::open(args.weight_path);
   if (!weights.ok()) return report_error(weights.error());
   auto stored = list_stored(*weights);

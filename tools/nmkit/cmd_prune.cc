@@ -3,9 +3,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 #include <fmt/core.h>
 
 #include "nmkit/cli_util.h"
+#include "nmkit/files.h"
 #include "nmkit/command.h"
 #include "nmkit/prune_job.h"
 
@@ -49,24 +51,42 @@ Result<PruneJob> make_job(const PruneArgs& args) {
 int run(const PruneArgs& args) {
   auto job = make_job(args);
   if (!job.ok()) return report_error(job.error());
-  if (job->output == job->input) return report_error(fmt::format("-o '{}': same file as the input", job->output));
-
-  // The report's temporary is created before the long work, so an unwritable report path fails
-  // fast, and it is renamed into place only after the checkpoint itself was written.
-  std::optional<AtomicTextFile> report;
+  // Every file written must differ from every file read, the report included (issue 13, D1/D3).
+  std::vector<FileRole> outputs{{"-o", job->output}};
+  if (!args.report.empty()) outputs.push_back({"--report", args.report});
+  std::vector<FileRole> inputs{{"input", job->input}};
+  if (!job->grad_path.empty()) inputs.push_back({"--grad file", job->grad_path});
+  if (!job->act_norms_path.empty()) inputs.push_back({"--act-norms file", job->act_norms_path});
+  if (auto distinct = check_distinct_files(outputs, inputs); !distinct.ok()) return report_error(distinct.error());
+  // The report's folder is checked before the long work, so an unwritable report path fails fast.
   if (!args.report.empty()) {
-    auto file = AtomicTextFile::create(args.report);
-    if (!file.ok()) return report_error(file.error());
-    report.emplace(std::move(*file));
+    auto probe = PendingFile::create(args.report);
+    if (!probe.ok()) return report_error(probe.error());
   }
 
   Progress progress("writing");
   if (progress.enabled()) {
     job->on_tensor = [&progress](size_t i, size_t n, const std::string& name) { progress.update(i, n, name); };
   }
-  auto outcome = run_prune_job(*job);
+  auto prepared = prepare_prune_job(*job);
   progress.clear();
-  if (!outcome.ok()) return report_error(outcome.error());
+  if (!prepared.ok()) return report_error(prepared.error());
+  const PruneOutcome* outcome = &prepared->outcome;
+
+  // Both files complete and fsynced before the first rename (issue 13, M1): a report that cannot be
+  // written leaves the old checkpoint in place.
+  std::optional<PendingFile> report;
+  if (!args.report.empty()) {
+    auto file = prepare_text_file(args.report, prune_report(*job, *outcome).dump(2) + "\n");
+    if (!file.ok()) return report_error(file.error());
+    report.emplace(std::move(*file));
+  }
+  if (auto status = prepared->output.commit(); !status.ok()) return report_error(status.error());
+  if (report) {
+    if (auto status = report->commit(); !status.ok()) {
+      return report_error(fmt::format("wrote {}, but not the report: {}", job->output, status.error().message()));
+    }
+  }
 
   fmt::print("{}", prune_table(*outcome));
   const double gb = static_cast<double>(outcome->input_bytes) / 1e9;
@@ -80,11 +100,7 @@ int run(const PruneArgs& args) {
     fmt::print("note: no tensor was selected (2-D F32/F16/BF16, --include '{}', --exclude '{}')\n", job->include,
                job->exclude);
   }
-  if (report) {
-    auto status = report->commit(prune_report(*job, *outcome).dump(2) + "\n");
-    if (!status.ok()) return report_error(status.error());
-    fmt::print("report: {}\n", args.report);
-  }
+  if (report) fmt::print("report: {}\n", args.report);
   return 0;
 }
 

@@ -14,6 +14,7 @@
 
 #include "nmkit/cli_util.h"
 #include "nmkit/command.h"
+#include "nmkit/files.h"
 #include "nmkit/quant.h"
 #include "nmkit/safetensors.h"
 #include "nmkit/slide_geometry.h"
@@ -54,7 +55,9 @@ int run(const QuantizeArgs& args) {
   } else if (args.align_given) {
     return report_error("--align: only meaningful with --lift");
   }
-  if (args.output == args.input) return report_error(fmt::format("-o '{}': same file as the input", args.output));
+  if (auto distinct = check_distinct_files({{"-o", args.output}}, {{"input", args.input}}); !distinct.ok()) {
+    return report_error(distinct.error());
+  }
 
   auto file = SafetensorsFile::open(args.input);
   if (!file.ok()) return report_error(file.error());

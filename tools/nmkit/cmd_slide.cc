@@ -12,6 +12,7 @@
 #include "nmkit/checkpoint.h"
 #include "nmkit/cli_util.h"
 #include "nmkit/command.h"
+#include "nmkit/files.h"
 #include "nmkit/prune_job.h"
 #include "nmkit/slide.h"
 
@@ -72,7 +73,9 @@ int run(const SlideArgs& args) {
   if (*format == WeightFormat::NM) {
     return report_error("--format nm: a slid weight is 2:4; use dense or sparse24");
   }
-  if (args.output == args.input) return report_error(fmt::format("-o '{}': same file as the input", args.output));
+  if (auto distinct = check_distinct_files({{"-o", args.output}}, {{"input", args.input}}); !distinct.ok()) {
+    return report_error(distinct.error());
+  }
   auto filter = NameFilter::make(args.include, args.exclude);
   if (!filter.ok()) return report_error(filter.error());
 

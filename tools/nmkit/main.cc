@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "nmkit/command.h"  // tools/nmkit/command.h
+#include "nmkit/signal_cleanup.h"  // tools/nmkit/signal_cleanup.h
 
 namespace nmkit::cli {
 namespace {
@@ -26,6 +27,7 @@ bool register_command(CommandSpec spec) {
 
 int main(int argc, char** argv) {
   using namespace nmkit::cli;
+  install_signal_cleanup();
   CLI::App app{"nmkit: prune LLM checkpoints to N:M sparsity, slide (2N-2):2N onto 2:4 (SlideSparse), "
                "pack, run and check sparse weights"};
   app.require_subcommand(1);

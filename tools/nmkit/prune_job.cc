@@ -169,7 +169,7 @@ Status check_format_pattern(WeightFormat format, Pattern pattern) {
   return ok_status();
 }
 
-Result<PruneOutcome> run_prune_job(const PruneJob& job) {
+Result<PreparedPrune> prepare_prune_job(const PruneJob& job) {
   const auto start = std::chrono::steady_clock::now();
   // Every compressed weight allocates its parts (tens of MiB for an LLM layer) and frees them once
   // written. glibc serves such blocks with mmap and returns them with munmap, so each weight paid a
@@ -285,7 +285,8 @@ Result<PruneOutcome> run_prune_job(const PruneJob& job) {
   if (job.on_tensor) {
     write_settings.on_tensor = [&job](size_t i, size_t n, const OutputTensor& t) { job.on_tensor(i, n, t.name); };
   }
-  NMKIT_TRY(write_safetensors(job.output, outputs, metadata, write_settings));
+  auto pending = prepare_safetensors(job.output, outputs, metadata, write_settings);
+  if (!pending.ok()) return pending.error();
 
   for (const auto& item : items) {
     outcome.total += item->result.sums;
@@ -295,7 +296,14 @@ Result<PruneOutcome> run_prune_job(const PruneJob& job) {
   }
   outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   outcome.fill_seconds = fill_seconds;
-  return outcome;
+  return PreparedPrune{std::move(outcome), std::move(*pending)};
+}
+
+Result<PruneOutcome> run_prune_job(const PruneJob& job) {
+  auto prepared = prepare_prune_job(job);
+  if (!prepared.ok()) return prepared.error();
+  NMKIT_TRY(prepared->output.commit());
+  return std::move(prepared->outcome);
 }
 
 std::string prune_table(const PruneOutcome& outcome) {

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nmkit/checkpoint.h"
+#include "nmkit/files.h"
 #include "nmkit/metrics.h"
 #include "nmkit/pattern.h"
 #include "nmkit/prune.h"
@@ -61,6 +62,14 @@ Status check_format_pattern(WeightFormat format, Pattern pattern);
 
 // Runs the job; on any error the output file is not created (an existing one is left untouched).
 Result<PruneOutcome> run_prune_job(const PruneJob& job);
+
+// The job up to the rename: the checkpoint is complete under its temporary name, so the caller can
+// write its report too before either replaces anything (issue 13, M1).
+struct PreparedPrune {
+  PruneOutcome outcome;
+  PendingFile output;
+};
+Result<PreparedPrune> prepare_prune_job(const PruneJob& job);
 
 // The printed table: one row per pruned tensor and a total row.
 std::string prune_table(const PruneOutcome& outcome);

@@ -1,0 +1,60 @@
+#include "nmkit/signal_cleanup.h"  // tools/nmkit/signal_cleanup.h
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "nmkit/files.h"
+
+namespace nmkit::cli {
+namespace {
+
+// Only async-signal-safe calls below: write(2), unlink(2) (in remove_temporaries), _exit, raise.
+void write_text(const char* text) {
+  size_t left = std::strlen(text);
+  while (left > 0) {
+    const ssize_t n = ::write(STDERR_FILENO, text, left);
+    if (n <= 0) return;
+    text += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+void on_termination(int signal_number) {
+  remove_temporaries();
+  // Default action from here on: the process ends "killed by SIGINT/SIGTERM", as a shell expects.
+  ::signal(signal_number, SIG_DFL);
+  ::raise(signal_number);
+}
+
+void on_bus_error(int, siginfo_t* info, void*) {
+  remove_temporaries();
+  const char* file = info != nullptr ? mapped_input_at(info->si_addr) : nullptr;
+  if (file != nullptr) {
+    write_text("nmkit: ");
+    write_text(file);
+    write_text(": changed size while being read\n");
+    ::_exit(1);
+  }
+  // Not an input mapping: a real fault, reported as one.
+  ::signal(SIGBUS, SIG_DFL);
+  ::raise(SIGBUS);
+}
+
+}  // namespace
+
+void install_signal_cleanup() {
+  struct sigaction action {};
+  sigemptyset(&action.sa_mask);
+  action.sa_handler = on_termination;
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+  struct sigaction bus {};
+  sigemptyset(&bus.sa_mask);
+  bus.sa_sigaction = on_bus_error;
+  bus.sa_flags = SA_SIGINFO;
+  ::sigaction(SIGBUS, &bus, nullptr);
+}
+
+}  // namespace nmkit::cli
