@@ -171,9 +171,9 @@ struct GgufOutputTensor {
 // that is a multiple of the alignment, its data padded with zeros to the alignment (the last one
 // too, as ggml writes). Tensor dtypes F32, F16, BF16 (and F64, I8, I16, I32, I64, which ggml also
 // has); shapes are nmkit's (written reversed as ne), 1 to 4 dimensions; names at most 63 bytes
-// (ggml's limit). Atomic like write_safetensors (io::TemporaryFile): a temporary in the same folder
-// renamed onto PATH only when every fill succeeded; a fill's Error is returned unchanged, an
-// exception from a fill or callback becomes an Error naming PATH and the tensor.
+// (ggml's limit). Atomic like write_safetensors (PendingFile, nmkit/files.h): a temporary in the
+// same folder renamed onto PATH only when every fill succeeded; a fill's Error is returned
+// unchanged, an exception from a fill or callback becomes an Error naming PATH and the tensor.
 Status write_gguf(const std::string& path, const std::vector<GgufKeyValue>& metadata,
                   const std::vector<OutputTensor>& tensors, const GgufWriteOptions& options = {});
 // The same with tensors of any ggml type (ne[0] a multiple of the type's block); on_tensor is
