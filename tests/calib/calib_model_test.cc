@@ -201,10 +201,9 @@ TEST(CalibModel, SparseGptBeatsMagnitudeOnBlockZeroAndRefitLowersIt) {
 }
 
 // The model refuses non-finite weights on load, but finite ones can still overflow float32
-// activations: gate and up scaled by 1e25 make silu(gate) * up reach 1e50 = inf in block 0. The
-// linears refuse a non-finite activation (docs/design.md section 8), so the calibration pass stops at
-// ffn_down's input, before its Hessian is formed, and the error names the layer and the value.
-TEST(CalibModel, NonFiniteActivationNamesTheLayerAndValue) {
+// activations: gate and up scaled by 1e25 make silu(gate) * up reach 1e50 = inf in block 0, so
+// ffn_down's inputs (and so its Hessian) are not finite: named with the layer and the value.
+TEST(CalibModel, NonFiniteCalibrationInputNamesTheLayerAndValue) {
   auto tensors = tiny_tensors(tiny_params(), 6);
   for (const char* name : {"blk.0.ffn_gate.weight", "blk.0.ffn_up.weight"}) {
     Tensor& t = tensors.at(name);
@@ -218,7 +217,7 @@ TEST(CalibModel, NonFiniteActivationNamesTheLayerAndValue) {
   auto report = calibrate_and_prune(model, tokens, kSeqs, kLen, o);
   ASSERT_FALSE(report.ok());
   const std::string& msg = report.error().message();
-  EXPECT_NE(msg.find("blk.0.ffn_down"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("layer 'blk.0.ffn_down.weight': calibration input at token "), std::string::npos) << msg;
   EXPECT_TRUE(msg.find("inf") != std::string::npos || msg.find("nan") != std::string::npos) << msg;
   EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
 }
