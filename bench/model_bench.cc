@@ -47,32 +47,14 @@ struct Runner {
   ModelVariant variant;
   std::unique_ptr<LlamaModel> model;
   std::unique_ptr<LlamaSession> session;
-  std::vector<float> logits;
   std::vector<double> decode_tps, prefill_tps;  // one per round
 };
 
-// Tokens per second of `decode` greedy tokens after a prompt of `prompt_n` tokens.
 Result<double> time_decode(Runner& r, int64_t prompt_n, int64_t decode) {
-  const int64_t V = r.model->params().n_vocab;
-  r.session->reset();
-  auto ids = prompt(prompt_n, V, 7);
-  NMKIT_TRY(r.model->forward(*r.session, ids.data(), prompt_n, r.logits.data(), prompt_n - 1));
-  int32_t next = argmax(r.logits.data(), V);
-  const auto start = Clock::now();
-  for (int64_t i = 0; i < decode; ++i) {
-    NMKIT_TRY(r.model->forward(*r.session, &next, 1, r.logits.data(), 0));
-    next = argmax(r.logits.data(), V);
-  }
-  return static_cast<double>(decode) / seconds_since(start);
+  return measure_decode(*r.model, *r.session, prompt_n, decode);
 }
 
-Result<double> time_prefill(Runner& r, int64_t n) {
-  auto ids = prompt(n, r.model->params().n_vocab, 11);
-  r.session->reset();
-  const auto start = Clock::now();
-  NMKIT_TRY(r.model->forward(*r.session, ids.data(), n, r.logits.data(), n - 1));
-  return static_cast<double>(n) / seconds_since(start);
-}
+Result<double> time_prefill(Runner& r, int64_t n) { return measure_prefill(*r.model, *r.session, n); }
 
 struct LlamaCppResult {
   std::string label;
@@ -118,6 +100,30 @@ double median_ratio(const std::vector<double>& a, const std::vector<double>& b) 
 
 }  // namespace
 
+Result<double> measure_decode(const LlamaModel& model, LlamaSession& session, int64_t prompt_n, int64_t decode) {
+  const int64_t V = model.params().n_vocab;
+  std::vector<float> logits(static_cast<size_t>(V));
+  session.reset();
+  auto ids = prompt(prompt_n, V, 7);
+  NMKIT_TRY(model.forward(session, ids.data(), prompt_n, logits.data(), prompt_n - 1));
+  int32_t next = argmax(logits.data(), V);
+  const auto start = Clock::now();
+  for (int64_t i = 0; i < decode; ++i) {
+    NMKIT_TRY(model.forward(session, &next, 1, logits.data(), 0));
+    next = argmax(logits.data(), V);
+  }
+  return static_cast<double>(decode) / seconds_since(start);
+}
+
+Result<double> measure_prefill(const LlamaModel& model, LlamaSession& session, int64_t n) {
+  std::vector<float> logits(static_cast<size_t>(model.params().n_vocab));
+  auto ids = prompt(n, model.params().n_vocab, 11);
+  session.reset();
+  const auto start = Clock::now();
+  NMKIT_TRY(model.forward(session, ids.data(), n, logits.data(), n - 1));
+  return static_cast<double>(n) / seconds_since(start);
+}
+
 std::vector<ModelVariant> default_model_variants() {
   std::vector<ModelVariant> v;
   const std::pair<const char*, DType> dtypes[] = {{"f32", DType::F32}, {"bf16", DType::BF16}, {"int8", DType::I8}};
@@ -152,7 +158,6 @@ int run_model_bench(const ModelBenchOptions& o) {
     r.model = std::make_unique<LlamaModel>(std::move(model.value()));
     const int64_t ctx = std::max(o.prefill_tokens, o.prompt_tokens + o.decode_tokens);
     r.session = std::make_unique<LlamaSession>(*r.model, ctx);
-    r.logits.resize(static_cast<size_t>(r.model->params().n_vocab));
     // Untimed: first calls build lazily made forms (slid, nm for many tokens) and fault in pages.
     NMKIT_ASSERT(r.model->params().n_vocab > 0);
     auto d = time_decode(r, o.prompt_tokens, 4);

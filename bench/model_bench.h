@@ -44,4 +44,10 @@ struct ModelBenchOptions {
 // Prints the table (and writes JSON); returns the process exit code.
 int run_model_bench(const ModelBenchOptions& options);
 
+// Tokens/s of `decode` greedy one-token steps after a prompt of prompt_n tokens (session: a context
+// of at least prompt_n + decode), and of one batched prefill of n tokens. Prompts are fixed
+// pseudo-random ids (speed does not depend on which tokens run).
+Result<double> measure_decode(const LlamaModel& model, LlamaSession& session, int64_t prompt_n, int64_t decode);
+Result<double> measure_prefill(const LlamaModel& model, LlamaSession& session, int64_t n);
+
 }  // namespace nmkit::bench

@@ -15,7 +15,9 @@ packages=(cmake g++ make git python3 python3-pip unzip
           liblapacke-dev
           # oneDNN's CMake config looks for OpenCL and stops the configure without it; apt-get only
           # recommends the package, and recommendations are not installed here.
-          ocl-icd-opencl-dev)
+          ocl-icd-opencl-dev
+          # CI's fuzz job (scripts/fuzz.sh): clang with libFuzzer and its sanitizer runtimes.
+          clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

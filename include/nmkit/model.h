@@ -156,6 +156,11 @@ class LlamaModel {
 
   // Bytes of packed weights one decode step streams (every block linear and the head).
   size_t weight_bytes_per_token() const;
+  // Bytes of the weights in their storage formats (what a checkpoint of this model holds; "size on
+  // disk"): block linears packed as design.md 4 and 5 lay them out (dense rows x K; sparse24 and nm
+  // values plus metadata bytes; slid as int8 sparse24 over K_prime), the embedding and a separate
+  // head dense, all in the weight dtype with a f32 scale per row for int8; norms f32.
+  size_t storage_bytes() const;
   // The kernel names of a block linear and of the head, for reports ("avx512 sparse24 f32").
   std::string linear_kernel_name(int64_t M) const;
   std::string head_kernel_name(int64_t M) const;

@@ -4,10 +4,13 @@
 // vocabulary and text; the tests check them against the PyPI `tokenizers` and `sentencepiece`
 // packages built from the same vocabulary.
 //
-// Invalid UTF-8 (the same choice as llama.cpp): for "gpt2" every byte that does not start a valid
-// UTF-8 sequence (overlong forms, surrogates and code points above U+10FFFF are invalid too) is
-// read as U+FFFD, so decode(encode(t)) == t holds only for valid UTF-8 (first_invalid_utf8 finds
-// the offending byte for callers that prefer an error). For "llama" the bytes go through byte
+// Invalid UTF-8: for "gpt2" every byte that does not start a valid UTF-8 sequence is read as
+// U+FFFD, as llama.cpp does for lone continuation bytes, truncated sequences and leads F8..FF (the
+// tests compare the ids with llama-tokenize's). Stricter than llama.cpp: overlong forms (C0 80),
+// surrogates (ED A0 80) and code points above U+10FFFF are invalid here too, where llama.cpp
+// decodes the first two to their code points (C0 80 becomes NUL) and aborts on the third.
+// decode(encode(t)) == t therefore holds only for valid UTF-8; first_invalid_utf8 finds the
+// offending byte for callers that prefer an error. For "llama" the bytes go through byte
 // fallback tokens (<0xNN>) unchanged, so decode restores them.
 #pragma once
 
@@ -69,8 +72,9 @@ class Tokenizer {
   Result<std::vector<int32_t>> encode(std::string_view text, bool add_special,
                                       bool parse_special) const;
   // Concatenated pieces; control tokens are rendered as their text. For "llama" with
-  // add_space_prefix, the first token's leading space is dropped (the one encode added).
-  // Out-of-range ids decode to nothing.
+  // add_space_prefix, the first token's leading space is dropped (the one encode added). No
+  // clean-up of spaces before punctuation (llama.cpp's clean_spaces for some pre types), so
+  // decode(encode(t)) == t. Out-of-range ids decode to nothing.
   std::string decode(std::span<const int32_t> ids) const;
   // The bytes one token stands for (may be part of a UTF-8 character); "" for an invalid id.
   std::string token_to_piece(int32_t id) const;

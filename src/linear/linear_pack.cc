@@ -87,11 +87,11 @@ Result<std::unique_ptr<PackedLinear>> pack_dense(const TensorView& weight) {
 
 Result<std::unique_ptr<PackedLinear>> pack_sparse24(const Sparse24& weight) {
   NMKIT_TRY(validate(weight, "sparse24 weight"));
-  NMKIT_TRY(check_shape(weight.rows, weight.K, "sparse24 weight"));
-  auto dtype = packed_dtype(weight.dtype, "sparse24 weight");
+  NMKIT_TRY(check_shape(weight.rows(), weight.K, "sparse24 weight"));
+  auto dtype = packed_dtype(weight.dtype(), "sparse24 weight");
   if (!dtype.ok()) return dtype.error();
   // K_x is a multiple of 64 so that the bf16-activation kernel can take two chunks per step.
-  auto packed = start(PackedKind::Sparse24, *dtype, weight.rows, weight.K, 2 * kLinearChunk);
+  auto packed = start(PackedKind::Sparse24, *dtype, weight.rows(), weight.K, 2 * kLinearChunk);
   const int64_t chunks = packed->K_x / kLinearChunk;
   const int64_t groups = weight.K_pad() / 4;  // real groups per row (the rest is chunk padding)
   const size_t size = dtype_size(*dtype);
@@ -104,7 +104,7 @@ Result<std::unique_ptr<PackedLinear>> pack_sparse24(const Sparse24& weight) {
   const auto* meta = weight.meta.as<uint8_t>();
   const std::byte* src = weight.values.data();
   const int64_t value_stride = weight.K_pad() / 2;
-  for (int64_t row = 0; row < weight.rows; ++row) {
+  for (int64_t row = 0; row < weight.rows(); ++row) {
     const int64_t b = row / kLinearRowBlock, r = row % kLinearRowBlock;
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t c = g / 8, slot = g % 8;
@@ -112,7 +112,7 @@ Result<std::unique_ptr<PackedLinear>> pack_sparse24(const Sparse24& weight) {
       const uint32_t nibble = (meta[row * weight.meta_stride() + g / 2] >> (4 * (g & 1))) & 0xFu;
       words[record] = (words[record] & ~(0xFu << (4 * slot))) | (nibble << (4 * slot));
       for (int h = 0; h < 2; ++h) {
-        copy_element(weight.dtype, src, row * value_stride + 2 * g + h, *dtype, packed->values.data.get(),
+        copy_element(weight.dtype(), src, row * value_stride + 2 * g + h, *dtype, packed->values.data.get(),
                      record * 16 + 2 * slot + h);
       }
     }
@@ -123,14 +123,14 @@ Result<std::unique_ptr<PackedLinear>> pack_sparse24(const Sparse24& weight) {
 
 Result<std::unique_ptr<PackedLinear>> pack_nm(const NMPacked& weight) {
   NMKIT_TRY(validate(weight, "nm weight"));
-  NMKIT_TRY(check_shape(weight.rows, weight.K, "nm weight"));
+  NMKIT_TRY(check_shape(weight.rows(), weight.K, "nm weight"));
   const Pattern pattern = weight.pattern;
   if (pattern.group > 16) {
     return Error("nm weight: pattern " + pattern.str() + " has group > 16 (kernels take groups up to 16)");
   }
-  auto dtype = packed_dtype(weight.dtype, "nm weight");
+  auto dtype = packed_dtype(weight.dtype(), "nm weight");
   if (!dtype.ok()) return dtype.error();
-  auto packed = start(PackedKind::NM, *dtype, weight.rows, weight.K, kLinearChunk);
+  auto packed = start(PackedKind::NM, *dtype, weight.rows(), weight.K, kLinearChunk);
   packed->pattern = pattern;
   packed->superchunk = std::lcm<int64_t>(pattern.group, kLinearChunk);
   packed->K_x = round_up(weight.K_pad(), packed->superchunk);
@@ -146,7 +146,7 @@ Result<std::unique_ptr<PackedLinear>> pack_nm(const NMPacked& weight) {
   const int64_t groups_per_chunk = packed->superchunk / pattern.group;
   auto* mask = packed->meta.as<uint8_t>();
   const auto* src_mask = weight.mask.as<uint8_t>();
-  for (int64_t row = 0; row < weight.rows; ++row) {
+  for (int64_t row = 0; row < weight.rows(); ++row) {
     const int64_t b = row / kLinearRowBlock;
     const int r = static_cast<int>(row % kLinearRowBlock);
     for (int64_t c = 0; c < superchunks; ++c) {
@@ -155,7 +155,7 @@ Result<std::unique_ptr<PackedLinear>> pack_nm(const NMPacked& weight) {
       const int64_t first = c * groups_per_chunk * pattern.keep;
       const int64_t count = std::min(packed->value_stride, src_values - first);
       for (int64_t i = 0; i < count; ++i) {
-        copy_element(weight.dtype, weight.values.data(), row * src_values + first + i, *dtype, packed->values.data.get(),
+        copy_element(weight.dtype(), weight.values.data(), row * src_values + first + i, *dtype, packed->values.data.get(),
                      record * packed->value_stride + i);
       }
       for (int64_t k = 0; k < packed->superchunk; ++k) {
@@ -222,11 +222,11 @@ Result<std::unique_ptr<PackedLinear>> pack_dense_int8(const Quantized& weight) {
 
 Result<std::unique_ptr<PackedLinear>> pack_sparse24_int8(const QuantizedSparse24& weight) {
   const Sparse24& w = weight.packed;
-  if (weight.type != QuantType::Int8 || w.dtype != DType::I8) {
-    return Error("int8 sparse24 weight: expected I8 values, got " + std::string(dtype_name(w.dtype)));
+  if (weight.type != QuantType::Int8 || w.dtype() != DType::I8) {
+    return Error("int8 sparse24 weight: expected I8 values, got " + std::string(dtype_name(w.dtype())));
   }
-  NMKIT_TRY(check_shape(w.rows, w.K, "int8 sparse24 weight"));
-  auto packed = start(PackedKind::Sparse24, DType::I8, w.rows, w.K, kLinearChunkInt8);
+  NMKIT_TRY(check_shape(w.rows(), w.K, "int8 sparse24 weight"));
+  auto packed = start(PackedKind::Sparse24, DType::I8, w.rows(), w.K, kLinearChunkInt8);
   NMKIT_TRY(check_int8(packed->K_x, "int8 sparse24 weight"));
   const int64_t chunks = packed->K_x / kLinearChunkInt8;
   const int64_t groups = w.K_pad() / 4;
@@ -240,8 +240,8 @@ Result<std::unique_ptr<PackedLinear>> pack_sparse24_int8(const QuantizedSparse24
   const auto* meta = w.meta.as<uint8_t>();
   const auto* src = w.values.as<int8_t>();
   const int64_t value_stride = w.K_pad() / 2;
-  std::vector<int32_t> sums(static_cast<size_t>(w.rows), 0);
-  for (int64_t row = 0; row < w.rows; ++row) {
+  std::vector<int32_t> sums(static_cast<size_t>(w.rows()), 0);
+  for (int64_t row = 0; row < w.rows(); ++row) {
     const int64_t b = row / kLinearRowBlock, r = row % kLinearRowBlock;
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t c = g / 32, slot = g % 32;

@@ -45,7 +45,7 @@ Tensor unslide_rows(const PackedLinear& w, DType dtype, int64_t chunk) {
     decompress_block(w, b, tile.data());
     for (int64_t r = 0; r < kLinearRowBlock && b * kLinearRowBlock + r < w.rows; ++r) {
       T* to = out.as<T>() + (b * kLinearRowBlock + r) * geometry.K;
-      for (int64_t j = 0; j < geometry.K_prime; ++j) {
+      for (int64_t j = 0; j < geometry.K_prime(); ++j) {
         const T value = tile_at(tile, r, j, chunk);
         if (value != T{0} && source[static_cast<size_t>(j)] >= 0) to[source[static_cast<size_t>(j)]] = value;
       }

@@ -105,9 +105,9 @@ Result<SparseLinear> SparseLinear::nm(const NMPacked& weight, const LinearOption
 
 Result<SparseLinear> SparseLinear::slid(const TensorView& slid_weight, const SlideGeometry& geometry,
                                         const LinearOptions& options) {
-  if (slid_weight.shape.size() != 2 || slid_weight.cols() != geometry.K_prime) {
+  if (slid_weight.shape.size() != 2 || slid_weight.cols() != geometry.K_prime()) {
     return Error("slid weight: shape " + shape_str(slid_weight.shape) + " does not match [rows, K_prime = " +
-                 std::to_string(geometry.K_prime) + "] of the slide geometry");
+                 std::to_string(geometry.K_prime()) + "] of the slide geometry");
   }
   auto packed24 = compress_sparse24(slid_weight, "slid weight");
   if (!packed24.ok()) return packed24.error();
@@ -191,7 +191,7 @@ void apply_packed(const PackedLinear& w, const LinearPlan& plan, const float* x,
   } else {
     padded.resize(static_cast<size_t>(first * w.K_x));
   }
-  const int64_t cols = w.slide ? w.slide->K_prime : w.K;  // columns the activation producer writes
+  const int64_t cols = w.slide ? w.slide->K_prime() : w.K;  // columns the activation producer writes
   for (int64_t m0 = 0; m0 < M; m0 += block) {
     const int64_t count = std::min(block, M - m0);
     cpu::LinearCall call;

@@ -10,6 +10,7 @@
 #include "model/llama_impl.h"
 #include "nmkit/format.h"
 #include "nmkit/slide.h"
+#include "nmkit/slide_geometry.h"
 
 namespace nmkit {
 
@@ -70,8 +71,6 @@ std::string block_tensor_name(int64_t b, std::string_view name) {
   return "blk." + std::to_string(b) + "." + std::string(name) + ".weight";
 }
 
-namespace {
-
 Status check_format(DType weights, LinearFormat format, const std::optional<Pattern>& pattern) {
   if (weights != DType::F32 && weights != DType::BF16 && weights != DType::I8) {
     return Error("model: weights " + std::string(dtype_name(weights)) + " is not f32, bf16 or int8");
@@ -92,8 +91,6 @@ Status check_format(DType weights, LinearFormat format, const std::optional<Patt
   }
   return ok_status();
 }
-
-}  // namespace
 
 // Packs a dense(-masked) f32 weight [rows, K] as `format` in the `weights` dtype.
 Result<SparseLinear> pack_linear(const Tensor& w, DType weights, LinearFormat format,
@@ -165,7 +162,8 @@ Result<Tensor> load_checked(const TensorLoader& load, const std::string& name, c
     return Error(name + ": shape " + shape_str(t->shape()) + " does not match the model's " + shape_str(shape));
   }
   const float* v = t->as<float>();
-  for (int64_t i = 0; i < t->numel(); ++i) {
+  const int64_t numel = t->numel();
+  for (int64_t i = 0; i < numel; ++i) {
     if (!std::isfinite(v[i])) {
       return Error(name + ": element " + std::to_string(i) + " is " + std::to_string(v[i]));
     }
@@ -206,6 +204,7 @@ const ModelOptions& LlamaModel::options() const { return impl_->options; }
 Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const TensorLoader& load,
                                      const ModelOptions& options) {
   NMKIT_TRY(params.validate());
+  NMKIT_TRY(model::check_format(options.weights, options.format, options.pattern));  // before any loading
   if (options.format != LinearFormat::Dense || options.pattern) {
     if (options.format != LinearFormat::Dense && !options.pattern) {
       return Error("model: format " + std::string(linear_format_name(options.format)) + " needs --pattern");
@@ -325,6 +324,61 @@ size_t LlamaModel::weight_bytes_per_token() const {
   size_t bytes = impl_->head->bytes_streamed();
   for (const auto& block : impl_->blocks) {
     for (const auto& l : block.linears) bytes += l->bytes_streamed();
+  }
+  return bytes;
+}
+
+namespace model {
+namespace {
+
+size_t linear_storage_bytes(int64_t rows, int64_t K, DType weights, LinearFormat format,
+                            const std::optional<Pattern>& pattern) {
+  const double ds = weights == DType::F32 ? 4 : weights == DType::BF16 ? 2 : 1;
+  const double scales = weights == DType::I8 ? 4.0 * static_cast<double>(rows) : 0.0;
+  const double r = static_cast<double>(rows);
+  double bytes = 0;
+  switch (format) {
+    case LinearFormat::Dense:
+      bytes = r * static_cast<double>(K) * ds;
+      break;
+    case LinearFormat::Sparse24: {
+      const int64_t K_pad = (K + 3) / 4 * 4;
+      bytes = r * (static_cast<double>(K_pad / 2) * ds + static_cast<double>((K_pad + 7) / 8));
+      break;
+    }
+    case LinearFormat::NM: {
+      const int64_t groups = pattern->groups(K);
+      bytes = r * (static_cast<double>(groups * pattern->keep) * ds + static_cast<double>((pattern->padded(K) + 7) / 8));
+      break;
+    }
+    case LinearFormat::Slid: {
+      auto g = SlideGeometry::make(*pattern, K);
+      const int64_t Kp = g.ok() ? g->K_prime : K;
+      bytes = r * (static_cast<double>(Kp / 2) + static_cast<double>(Kp / 8));  // int8 values + 2-bit indices
+      break;
+    }
+  }
+  return static_cast<size_t>(bytes + scales);
+}
+
+}  // namespace
+}  // namespace model
+
+size_t LlamaModel::storage_bytes() const {
+  const LlamaParams& p = impl_->params;
+  const DType w = impl_->options.weights;
+  const int64_t d = p.n_embd, hd = p.head_dim();
+  size_t bytes = model::linear_storage_bytes(p.n_vocab, d, w, LinearFormat::Dense, std::nullopt);
+  if (!p.tied_output) bytes *= 2;
+  bytes += static_cast<size_t>(d) * 4 * static_cast<size_t>(1 + 2 * p.n_layer);  // norms
+  const int64_t shapes[7][2] = {{p.n_head * hd, d}, {p.n_head_kv * hd, d}, {p.n_head_kv * hd, d}, {d, p.n_head * hd},
+                                {p.n_ff, d},        {p.n_ff, d},           {d, p.n_ff}};
+  for (const auto& block : impl_->blocks) {
+    for (int i = 0; i < 7; ++i) {
+      const int g = model::kLinearGroup[i];
+      bytes += model::linear_storage_bytes(shapes[i][0], shapes[i][1], w, block.formats[static_cast<size_t>(g)],
+                                           block.patterns[static_cast<size_t>(g)]);
+    }
   }
   return bytes;
 }

@@ -113,24 +113,36 @@ Status run_block(const LlamaModel::Impl& m, const Block& block, Scratch& s, int6
     }
   });
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  // Tasks: (token, kv head, chunk of at most kMaxQueries of the group's query heads); the heads of a
+  // chunk share their loads of the cached keys and values.
   const int64_t group = nh / nkv;
+  const int64_t chunks = (group + kMaxQueries - 1) / kMaxQueries;
   const int64_t span = at.seq_len > 0 ? at.seq_len : at.pos0 + n;  // longest attention of the call
-  const int64_t task_cost = std::max<int64_t>(1, span * hd * 3);
-  const int64_t grain = std::max<int64_t>(1, 32768 / task_cost);
+  const int64_t task_cost = std::max<int64_t>(1, span * hd * 4 * std::min<int64_t>(group, kMaxQueries));
+  const int64_t grain = std::max<int64_t>(1, 65536 / task_cost);
+  const int64_t tasks = n * nkv * chunks;
   auto attend_tasks = [&](int64_t t0, int64_t t1) {
     thread_local std::vector<float> scores;
-    if (scores.size() < static_cast<size_t>(span)) scores.resize(static_cast<size_t>(span));
+    const size_t need = static_cast<size_t>(span * kMaxQueries);
+    if (scores.size() < need) scores.resize(need);
     for (int64_t t = t0; t < t1; ++t) {
-      const int64_t i = t / nh, h = t % nh, g = h / group;
+      const int64_t i = t / (nkv * chunks), g = t / chunks % nkv, c = t % chunks;
+      const int64_t h0 = g * group + c * kMaxQueries;
+      const int nq = static_cast<int>(std::min<int64_t>(kMaxQueries, g * group + group - h0));
+      const float* q[kMaxQueries];
+      float* out[kMaxQueries];
+      for (int k = 0; k < nq; ++k) {
+        q[k] = s.qkv.data() + i * qkv_width + (h0 + k) * hd;
+        out[k] = s.att.data() + i * nh * hd + (h0 + k) * hd;
+      }
       const int64_t first = at.first_slot(i);
       const int64_t n_pos = at.slot(i) - first + 1;
-      const float* q = s.qkv.data() + i * qkv_width + h * hd;
-      attend(q, kv.k + g * hd * kv.stride + first, kv.stride, kv.v + (g * kv.stride + first) * hd, hd, n_pos,
-             scale, scores.data(), s.att.data() + i * nh * hd + h * hd);
+      attend(q, nq, kv.k + g * hd * kv.stride + first, kv.stride, kv.v + (g * kv.stride + first) * hd, hd, n_pos,
+             scale, scores.data(), out);
     }
   };
-  if (n * nh <= grain) attend_tasks(0, n * nh);
-  else parallel_for(n * nh, grain, attend_tasks);
+  if (tasks <= grain) attend_tasks(0, tasks);
+  else parallel_for(tasks, grain, attend_tasks);
   NMKIT_TRY(call_hook(hook, kOutputNames, s.att.data(), n, nh * hd));
   NMKIT_TRY(block.linears[kGroupOutput]->apply(s.att.data(), n, s.tmp.data()));
   for_tokens(n, d, [&](int64_t i0, int64_t i1) { add_rows(x + i0 * d, s.tmp.data() + i0 * d, (i1 - i0) * d); });

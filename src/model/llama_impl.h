@@ -38,6 +38,8 @@ inline int linear_index(std::string_view name) {
   return -1;
 }
 
+// An Error for a weight dtype / format / pattern combination the linears cannot run.
+Status check_format(DType weights, LinearFormat format, const std::optional<Pattern>& pattern);
 Result<SparseLinear> pack_linear(const Tensor& w, DType weights, LinearFormat format,
                                  const std::optional<Pattern>& pattern, const std::string& name);
 

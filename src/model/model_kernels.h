@@ -22,10 +22,14 @@ void rope_rotate(float* x, int64_t heads, int64_t head_stride, int64_t head_dim,
 // cos_sin[2i], cos_sin[2i+1] = cos, sin of p * base^(-2i/head_dim), computed in double.
 void rope_angles(int64_t p, int64_t head_dim, float base, float* cos_sin);
 
-// One query head over n_pos cached positions: out[head_dim] = softmax(scale * q . K) V, with
-// Kt (head_dim, kt_stride) the keys transposed and V (n_pos, head_dim). scores holds n_pos floats.
-void attend(const float* q, const float* Kt, int64_t kt_stride, const float* V, int64_t head_dim,
-            int64_t n_pos, float scale, float* scores, float* out);
+// Up to kMaxQueries query heads that read the same keys and values (the heads of one GQA group at one
+// position) over n_pos cached positions: out[h] (head_dim) = softmax(scale * q[h] . K) V, with Kt
+// (head_dim, kt_stride) the keys transposed and V (n_pos, head_dim). scores holds nq * n_pos floats.
+// The queries share every load of K and V (one vector load feeds nq multiply-adds), and each score
+// is a dot product summed over head_dim in order.
+constexpr int kMaxQueries = 4;
+void attend(const float* const* q, int nq, const float* Kt, int64_t kt_stride, const float* V, int64_t head_dim,
+            int64_t n_pos, float scale, float* scores, float* const* out);
 
 // out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + e^-g).
 void swiglu(const float* gate, const float* up, int64_t n, float* out);

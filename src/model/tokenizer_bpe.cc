@@ -1,7 +1,7 @@
 // GPT-2 byte-level BPE (docs/design.md section 11.3): pre-tokenizer pieces, each piece's bytes as
 // byte tokens, then merges applied lowest rank first (leftmost first among equal ranks), as
 // llama.cpp's llm_tokenizer_bpe_session and the `tokenizers` BPE model do.
-#include <queue>
+#include <algorithm>
 
 #include "model/tokenizer_impl.h"
 
@@ -107,7 +107,7 @@ void Tokenizer::Impl::encode_gpt2(std::string_view text, std::vector<int32_t>& o
   status = pre_tokenizer.split(text, split);
   if (!status.ok()) return;
   std::vector<Symbol> symbols;
-  std::vector<Candidate> heap_storage;
+  std::vector<Candidate> heap;
   std::string encoded;
   for (const tokenizer_detail::Piece& piece : split) {
     const std::string_view bytes = text.substr(piece.begin, piece.size);
@@ -120,26 +120,35 @@ void Tokenizer::Impl::encode_gpt2(std::string_view text, std::vector<int32_t>& o
         continue;
       }
     }
+    if (bytes.size() == 1) {  // nothing to merge (most digits and punctuation under smollm)
+      const int32_t id = byte_tokens[static_cast<uint8_t>(bytes[0])];
+      if (id >= 0) out.push_back(id);
+      continue;
+    }
     symbols.resize(bytes.size());
     const auto n = static_cast<int32_t>(bytes.size());
     for (int32_t i = 0; i < n; ++i) {
       symbols[i] = {byte_tokens[static_cast<uint8_t>(bytes[i])], i - 1, i + 1 < n ? i + 1 : -1};
     }
-    heap_storage.clear();
-    std::priority_queue<Candidate, std::vector<Candidate>, LaterCandidate> queue(
-        LaterCandidate{}, std::move(heap_storage));
-    auto consider = [&](int32_t left, int32_t right) {
-      if (left < 0 || right < 0) return;
+    // A binary heap in a vector reused across pieces: the first candidates are heapified at once
+    // (linear), later ones pushed.
+    heap.clear();
+    const LaterCandidate later;
+    auto candidate = [&](int32_t left, int32_t right) {
+      if (left < 0 || right < 0) return false;
       const int32_t a = symbols[left].id, b = symbols[right].id;
-      if (a < 0 || b < 0) return;
+      if (a < 0 || b < 0) return false;
       auto it = merges.find((static_cast<uint64_t>(a) << 32) | static_cast<uint32_t>(b));
-      if (it == merges.end()) return;
-      queue.push({it->second.rank, left, right, a, b, it->second.result});
+      if (it == merges.end()) return false;
+      heap.push_back({it->second.rank, left, right, a, b, it->second.result});
+      return true;
     };
-    for (int32_t i = 0; i + 1 < n; ++i) consider(i, i + 1);
-    while (!queue.empty()) {
-      const Candidate c = queue.top();
-      queue.pop();
+    for (int32_t i = 0; i + 1 < n; ++i) candidate(i, i + 1);
+    std::make_heap(heap.begin(), heap.end(), later);
+    while (!heap.empty()) {
+      std::pop_heap(heap.begin(), heap.end(), later);
+      const Candidate c = heap.back();
+      heap.pop_back();
       Symbol& left = symbols[c.left];
       Symbol& right = symbols[c.right];
       // Stale: a side was merged away or changed since this pair was queued.
@@ -148,8 +157,8 @@ void Tokenizer::Impl::encode_gpt2(std::string_view text, std::vector<int32_t>& o
       left.next = right.next;
       if (right.next >= 0) symbols[right.next].prev = c.left;
       right.id = -2;  // merged away
-      consider(left.prev, c.left);
-      consider(c.left, left.next);
+      if (candidate(left.prev, c.left)) std::push_heap(heap.begin(), heap.end(), later);
+      if (candidate(c.left, left.next)) std::push_heap(heap.begin(), heap.end(), later);
     }
     for (int32_t i = 0; i >= 0; i = symbols[i].next) {
       // A byte whose stand-in character is not in the vocabulary has no token; llama.cpp drops

@@ -11,7 +11,10 @@ byte-level GPT-2 vocabulary is written with the PyPI `gguf` package, then:
     numpy computes independently: tokens (the vocabulary has no merges that the text can use, so a
     token is a byte), the evenly spaced calibration windows, embedding, RMSNorm, a[k] = ||x_k||, and
     the design section 2 selection;
-  - a calibration text shorter than one sequence is a one-line error, exit 1, and no output file.
+  - a calibration text shorter than one sequence is a one-line error, exit 1, and no output file;
+  - a Hugging Face folder of the same model (HF names, q/k rows in HF's rotate-half order) pruned by
+    magnitude comes back as safetensors under the HF names and row order, equal to numpy's section 2
+    pruning of the HF tensors (so the q/k rows went back where they came from).
 
 Usage: calibrated_prune_e2e.py --nmkit PATH/TO/nmkit
 """
@@ -19,6 +22,7 @@ Usage: calibrated_prune_e2e.py --nmkit PATH/TO/nmkit
 import argparse
 import json
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -119,6 +123,64 @@ def calib_tokens(text_bytes):
     return np.array([list(text_bytes[i * stride:i * stride + LEN]) for i in range(n_seq)]).reshape(-1)
 
 
+HF_BLOCK = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
+            "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj",
+            "ffn_norm": "post_attention_layernorm", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+            "ffn_down": "mlp.down_proj"}
+
+
+def to_hf(name, value):
+    """GGUF name and rows -> HF name and rows (convert_hf_to_gguf.py's permute, inverted)."""
+    top = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight"}
+    if name in top:
+        return top[name], value
+    _, b, linear, _ = name.split(".")
+    heads = {"attn_q": P["n_head"], "attn_k": P["n_head_kv"]}.get(linear)
+    if heads:
+        rows, K = value.shape
+        hd = rows // heads
+        # GGUF row h*hd + 2i + s holds HF row h*hd + s*hd/2 + i
+        value = value.reshape(heads, hd // 2, 2, K).swapaxes(1, 2).reshape(rows, K)
+    return f"model.layers.{b}.{HF_BLOCK[linear]}.weight", value
+
+
+def write_hf(folder, src):
+    os.makedirs(folder)
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": P["n_vocab"],
+           "hidden_size": P["n_embd"], "intermediate_size": P["n_ff"], "num_hidden_layers": P["n_layer"],
+           "num_attention_heads": P["n_head"], "num_key_value_heads": P["n_head_kv"],
+           "rms_norm_eps": P["rms_eps"], "rope_theta": 10000.0, "max_position_embeddings": P["n_ctx"],
+           "tie_word_embeddings": True, "hidden_act": "silu"}
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    header, blobs, off = {}, [], 0
+    hf = dict(to_hf(n, v) for n, v in src.items())
+    for name, value in hf.items():
+        raw = np.ascontiguousarray(value, dtype="<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(value.shape), "data_offsets": [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(os.path.join(folder, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+    return hf
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = info["data_offsets"]
+        out[name] = np.frombuffer(data[a:b], dtype="<f4").reshape(info["shape"])
+    return out
+
+
 def run(cmd, expect_ok=True):
     p = subprocess.run(cmd, capture_output=True, text=True)
     if expect_ok and p.returncode != 0:
@@ -211,6 +273,22 @@ def main():
                 "fewer than one sequence" not in p.stderr:
             failures.append(f"short calibration text: exit {p.returncode}, stderr {p.stderr!r}, "
                             f"output exists {os.path.exists(out)}")
+        # A Hugging Face folder in, safetensors out under the HF names and row order.
+        hf_dir = os.path.join(tmp, "hf")
+        hf = write_hf(hf_dir, src)
+        out = os.path.join(tmp, "hf-out.safetensors")
+        run([args.nmkit, "prune", hf_dir, "-o", out, "--pattern", "2:4", "--method", "magnitude"])
+        got = read_safetensors(out)
+        if sorted(got) != sorted(hf):
+            failures.append(f"hf: names {sorted(got)}")
+        for name, value in hf.items():
+            if value.ndim == 2 and ".layers." in name:
+                ones = np.ones(value.shape[1], dtype=np.float32)
+                want = np.where(wanda_mask(value, ones, 2, 4), value, 0)  # a = 1: magnitude
+            else:
+                want = value
+            if name in got and not np.array_equal(got[name], want):
+                failures.append(f"hf: {name} differs from numpy magnitude 2:4 of the HF tensor")
     for f in failures:
         print("FAIL:", f)
     if failures:

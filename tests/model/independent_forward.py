@@ -3,9 +3,8 @@
 
 Written from the design text only: a tiny random llama (GQA with n_head_kv < n_head, tied output,
 sizes that leave N:M tail groups) is generated here and written as a GGUF file with the PyPI `gguf`
-package's GGUFWriter (F32 tensors) and as a safetensors file with the same names and llama.* keys;
-numpy computes its logits on 64 tokens in float64; nmkit (tests/model/model_logits.cc) runs the same
-model and the logits are compared:
+package's GGUFWriter (F32 tensors); numpy computes its logits on 64 tokens in float64; nmkit (tests/model/model_logits.cc) reads the same
+file with its own GGUF reader, runs it and the logits are compared:
   - dense f32 and the 2:4-magnitude-pruned model (pruned here, by design.md 2) against numpy, to the
     float32 bound below;
   - bf16 weights against numpy on the bf16-rounded weights (nearest even), to the same bound;
@@ -68,25 +67,6 @@ def write_gguf(path, p, tensors):
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-
-
-def write_safetensors(path, p, tensors):
-    meta = {"llama.vocab_size": p["n_vocab"], "llama.embedding_length": p["n_embd"],
-            "llama.block_count": p["n_layer"], "llama.attention.head_count": p["n_head"],
-            "llama.attention.head_count_kv": p["n_head_kv"], "llama.feed_forward_length": p["n_ff"],
-            "llama.context_length": p["n_ctx"], "llama.attention.layer_norm_rms_epsilon": repr(p["rms_eps"]),
-            "llama.rope.freq_base": repr(p["rope_base"])}
-    header = {"__metadata__": {k: str(v) for k, v in meta.items()}}
-    blobs, offset = [], 0
-    for name, value in tensors.items():
-        raw = np.ascontiguousarray(value, dtype="<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(value.shape), "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
 def read_gguf(path):
@@ -219,11 +199,11 @@ def main():
     tokens = rng.integers(0, p["n_vocab"], N_TOKENS).tolist()
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
-        gguf_path, st_path, out = (os.path.join(tmp, n) for n in ("tiny.gguf", "tiny.safetensors", "logits.bin"))
+        gguf_path, out = (os.path.join(tmp, n) for n in ("tiny.gguf", "logits.bin"))
         write_gguf(gguf_path, p, t)
         back = read_gguf(gguf_path)  # the oracle reads the model the way any GGUF reader would
         assert back.keys() == t.keys() and all(np.array_equal(back[k], t[k]) for k in t)
-        write_safetensors(st_path, p, t)
+        st_path = gguf_path  # nmkit reads it with its own GGUF reader (ModelSource)
 
         ref = forward(back, p, tokens)
         bound = f32_bound(p)

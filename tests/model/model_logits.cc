@@ -5,8 +5,7 @@
 //
 // Usage: nmkit_model_logits MODEL TOKENS_CSV OUT [--weights f32|bf16|int8] [--pattern P]
 //          [--format dense|sparse24|nm|slid] [--mode full|decode|blocks]
-//   MODEL: a .safetensors file with GGUF tensor names and the llama.* keys in its metadata (so this
-//          test does not depend on the GGUF reader it would otherwise test), or anything ModelSource opens.
+//   MODEL: a GGUF file or Hugging Face folder (ModelSource).
 //   full:   one batched prefill of all tokens.
 //   decode: a prefill of the first half, then one token at a time against the KV cache.
 //   blocks: embed, run_block on 2 sequences (the tokens twice), head: the calibration path.
@@ -19,7 +18,7 @@
 #include <vector>
 
 #include "nmkit/model.h"
-#include "nmkit/safetensors.h"
+#include "nmkit/model_source.h"
 
 namespace {
 
@@ -28,32 +27,6 @@ using namespace nmkit;
 int fail(const std::string& message) {
   std::fprintf(stderr, "nmkit_model_logits: %s\n", message.c_str());
   return 1;
-}
-
-Result<LlamaParams> params_from_metadata(const Metadata& meta, const std::string& path) {
-  auto get = [&](const std::string& key) -> Result<std::string> {
-    auto it = meta.find(key);
-    if (it == meta.end()) return Error(path + ": metadata key " + key + " missing");
-    return it->second;
-  };
-  LlamaParams p;
-  const std::pair<const char*, int64_t*> ints[] = {
-      {"llama.vocab_size", &p.n_vocab},       {"llama.embedding_length", &p.n_embd},
-      {"llama.block_count", &p.n_layer},      {"llama.attention.head_count", &p.n_head},
-      {"llama.attention.head_count_kv", &p.n_head_kv}, {"llama.feed_forward_length", &p.n_ff},
-      {"llama.context_length", &p.n_ctx_train}};
-  for (const auto& [key, dst] : ints) {
-    auto v = get(key);
-    if (!v.ok()) return v.error();
-    *dst = std::stoll(*v);
-  }
-  auto eps = get("llama.attention.layer_norm_rms_epsilon");
-  if (!eps.ok()) return eps.error();
-  p.rms_eps = std::stof(*eps);
-  auto base = get("llama.rope.freq_base");
-  if (!base.ok()) return base.error();
-  p.rope_base = std::stof(*base);
-  return p;
 }
 
 }  // namespace
@@ -89,18 +62,10 @@ int main(int argc, char** argv) {
       return fail("unknown flag " + flag);
     }
   }
-  auto file = SafetensorsFile::open(path);
-  if (!file.ok()) return fail(file.error().message());
-  auto params = params_from_metadata(file->metadata(), path);
-  if (!params.ok()) return fail(params.error().message());
-  params->tied_output = file->find("output.weight") == nullptr;
-  const SafetensorsFile& f = *file;
-  TensorLoader load = [&f](const std::string& name) -> Result<Tensor> {
-    auto view = f.view(name);
-    if (!view.ok()) return view.error();
-    return Tensor::copy_of(*view);
-  };
-  auto model = LlamaModel::build(*params, load, options);
+  auto source = ModelSource::open(path);
+  if (!source.ok()) return fail(source.error().message());
+  const LlamaParams* params = &source->params();
+  auto model = LlamaModel::build(*params, source->loader(), options);
   if (!model.ok()) return fail(model.error().message());
   std::printf("kernel %s\n", model->linear_kernel_name(1).c_str());
 

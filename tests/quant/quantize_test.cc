@@ -80,7 +80,7 @@ struct Case {
 void run_case(const Case& c, uint64_t seed) {
   SCOPED_TRACE(c.str() + " " + test::seed_trace(seed));
   Tensor x = Tensor::from_f32(test_values(c.M, c.K, seed, c.dtype), {c.M, c.K}, c.dtype);
-  const int64_t cols = c.lift ? c.lift->K_prime : c.K;
+  const int64_t cols = c.lift ? c.lift->K_prime() : c.K;
   const int64_t stride = cols + 5;  // bytes between rows stay untouched
   std::vector<uint8_t> codes(static_cast<size_t>(c.M * stride), kPoison);
   std::vector<float> scales(static_cast<size_t>(c.M), std::numeric_limits<float>::quiet_NaN());
@@ -259,7 +259,7 @@ TEST(Quantize, FusedEqualsQuantizeThenLift) {
       auto plain = quantize_tokens(x.view(), type, "x");
       ASSERT_TRUE(fused.ok() && plain.ok());
       EXPECT_EQ(fused->codes.dtype(), quant_code_dtype(type));
-      EXPECT_EQ(fused->codes.shape(), (Shape{5, g->K_prime}));
+      EXPECT_EQ(fused->codes.shape(), (Shape{5, g->K_prime()}));
       auto lifted = lift(plain->codes.view(), *g, "codes");
       ASSERT_TRUE(lifted.ok());
       ASSERT_EQ(0, std::memcmp(lifted->data(), fused->codes.data(), lifted->nbytes())) << p.str();
@@ -293,7 +293,7 @@ TEST(Quantize, WeightsPerChannelDenseAndSparse24) {
     ASSERT_TRUE(packed.ok()) << packed.error().message();
     auto sparse = quantize_weights(*packed, type, "w");
     ASSERT_TRUE(sparse.ok());
-    EXPECT_EQ(sparse->packed.dtype, quant_code_dtype(type));
+    EXPECT_EQ(sparse->packed.dtype(), quant_code_dtype(type));
     ASSERT_EQ(0, std::memcmp(sparse->scales.data(), expected.scales.data(), expected.scales.nbytes()));
     // Expand by the metadata: each stored code sits where the dense codes have it.
     const auto* meta = sparse->packed.meta.as<uint8_t>();

@@ -4,7 +4,8 @@ docs/design.md section 11.3), on the same vocabulary and merges.
 
 Byte-level BPE: SmolLM2's vocabulary and merges, read from its GGUF with the PyPI `gguf` reader,
 built into a `tokenizers` Tokenizer with each pre-tokenizer nmkit supports from tokenizer.json
-(smollm, gpt2, llama3, and llama.cpp's default sequence); the same tokenizer.json files are what nmkit loads. SentencePiece-style
+(smollm, gpt2, llama3, and llama.cpp's default sequence); the same tokenizer.json files are what
+nmkit loads, and for smollm also the GGUF file itself (Tokenizer::from_gguf). SentencePiece-style
 BPE: a vocabulary trained here with `tokenizers`, given sentencepiece scores from its merge order
 and the 256 <0xNN> byte-fallback tokens. Every text must give identical ids and decode back to
 itself.
@@ -229,6 +230,9 @@ def main():
             path = workdir / ("%s.json" % pre)
             hf.save(str(path))
             ok &= compare("gpt2 bpe, pre %s" % pre, hf, path, texts, args.probe, workdir)
+            if pre == "smollm":  # nmkit reading the GGUF file itself (Tokenizer::from_gguf)
+                ok &= compare("SmolLM2 GGUF via from_gguf", hf, pathlib.Path(gguf_path), texts,
+                              args.probe, workdir)
     print("%.1f s" % (time.time() - start))
     print("1 passed, 0 failed" if ok else "0 passed, 1 failed")
     return 0 if ok else 1

@@ -61,22 +61,11 @@ const bool registered = register_command({
         auto opened = open_model(args->model);
         if (!opened.ok()) return report_error(opened.error());
         // The source tensors are read once and shared by every variant's build.
-        auto cache = std::make_shared<std::map<std::string, Tensor>>();
         auto source = std::make_shared<OpenedModel>(std::move(opened.value()));
-        TensorLoader cached = [cache, source](const std::string& name) -> Result<Tensor> {
-          auto it = cache->find(name);
-          if (it == cache->end()) {
-            auto t = source->load(name);
-            if (!t.ok()) return t.error();
-            it = cache->emplace(name, std::move(t.value())).first;
-          }
-          return Tensor::copy_of(it->second.view());
-        };
+        cache_tensors(*source);
         bench::ModelBenchOptions o;
         o.model_label = args->model;
-        o.build = [source, cached](const ModelOptions& options) {
-          return LlamaModel::build(source->params, cached, options);
-        };
+        o.build = [source](const ModelOptions& options) { return LlamaModel::build(source->params, source->load, options); };
         o.rounds = args->rounds;
         o.decode_tokens = args->decode;
         o.prefill_tokens = args->prefill;

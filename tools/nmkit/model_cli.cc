@@ -1,63 +1,32 @@
 #include "nmkit/model_cli.h"
 
+#include <map>
 #include <string>
 
-#include "nmkit/safetensors.h"
+#include "nmkit/cli_util.h"
+#include "nmkit/model_source.h"
 
 namespace nmkit::cli {
 
-namespace {
-
-// A safetensors file with GGUF tensor names and the llama.* keys in its metadata (the form the model
-// tests write).
-Result<OpenedModel> open_safetensors(const std::string& path) {
-  auto file = SafetensorsFile::open(path);
-  if (!file.ok()) return file.error();
-  auto shared = std::make_shared<SafetensorsFile>(std::move(file.value()));
-  const Metadata& meta = shared->metadata();
-  auto get = [&](const std::string& key) -> Result<std::string> {
-    auto it = meta.find(key);
-    if (it == meta.end()) return Error(path + ": metadata key '" + key + "' missing");
-    return it->second;
-  };
-  OpenedModel m;
-  m.path = path;
-  const std::pair<const char*, int64_t*> ints[] = {
-      {"llama.vocab_size", &m.params.n_vocab},        {"llama.embedding_length", &m.params.n_embd},
-      {"llama.block_count", &m.params.n_layer},       {"llama.attention.head_count", &m.params.n_head},
-      {"llama.attention.head_count_kv", &m.params.n_head_kv}, {"llama.feed_forward_length", &m.params.n_ff},
-      {"llama.context_length", &m.params.n_ctx_train}};
-  try {
-    for (const auto& [key, dst] : ints) {
-      auto v = get(key);
-      if (!v.ok()) return v.error();
-      *dst = std::stoll(*v);
-    }
-    auto eps = get("llama.attention.layer_norm_rms_epsilon");
-    if (!eps.ok()) return eps.error();
-    m.params.rms_eps = std::stof(*eps);
-    auto base = get("llama.rope.freq_base");
-    if (base.ok()) m.params.rope_base = std::stof(*base);
-  } catch (const std::exception&) {
-    return Error(path + ": a llama.* metadata value is not a number");
-  }
-  m.params.tied_output = shared->find("output.weight") == nullptr;
-  const SafetensorsFile* f = shared.get();
-  m.load = [f](const std::string& name) -> Result<Tensor> {
-    auto view = f->view(name);
-    if (!view.ok()) return view.error();
-    if (!is_prunable(view->dtype)) return Error(f->path() + ": tensor '" + name + "' is not f32/bf16/f16");
-    std::vector<float> values = to_f32(*view);
-    return Tensor::from_f32(values, view->shape);
-  };
-  m.keep_alive = shared;
-  return m;
-}
-
-}  // namespace
 
 Result<OpenedModel> open_model(const std::string& path) {
-  return open_safetensors(path);
+  auto source = ModelSource::open(path);
+  if (!source.ok()) return source.error();
+  auto shared = std::make_shared<ModelSource>(std::move(source.value()));
+  OpenedModel m;
+  m.path = path;
+  m.params = shared->params();
+  m.load = shared->loader();
+  Result<Tokenizer> tokenizer = Error(path + ": the model has no tokenizer");
+  if (shared->gguf() != nullptr) {
+    if (shared->gguf()->find_key("tokenizer.ggml.model") != nullptr) tokenizer = Tokenizer::from_gguf(*shared->gguf());
+  } else if (!shared->tokenizer_json().empty()) {
+    tokenizer = Tokenizer::from_hf_json(shared->tokenizer_json());
+  }
+  if (tokenizer.ok()) m.tokenizer = std::make_shared<const Tokenizer>(std::move(tokenizer.value()));
+  else m.tokenizer_error = tokenizer.error().message();
+  m.keep_alive = shared;
+  return m;
 }
 
 void add_weight_flags(CLI::App& app, WeightFlags& flags) {
@@ -96,6 +65,34 @@ std::string describe(const ModelOptions& o) {
   if (o.pattern) s += " " + o.pattern->str();
   s += " " + std::string(linear_format_name(o.format));
   return s;
+}
+
+void cache_tensors(OpenedModel& source) {
+  auto cache = std::make_shared<std::map<std::string, Tensor>>();
+  source.load = [cache, load = source.load](const std::string& name) -> Result<Tensor> {
+    auto it = cache->find(name);
+    if (it == cache->end()) {
+      auto t = load(name);
+      if (!t.ok()) return t.error();
+      it = cache->emplace(name, std::move(t.value())).first;
+    }
+    return Tensor::copy_of(it->second.view());
+  };
+}
+
+Result<LlamaModel> build_model(const OpenedModel& source, ModelOptions options) {
+  Progress progress("building " + describe(options));
+  options.on_block = [&progress](int64_t b, int64_t n) {
+    progress.update(static_cast<size_t>(b + 1), static_cast<size_t>(n), "");
+  };
+  auto model = LlamaModel::build(source.params, source.load, options);
+  if (!model.ok()) return model.error().with_context(source.path + ": ");
+  return model;
+}
+
+Result<std::shared_ptr<const Tokenizer>> require_tokenizer(const OpenedModel& source) {
+  if (!source.tokenizer) return Error(source.tokenizer_error);
+  return source.tokenizer;
 }
 
 }  // namespace nmkit::cli

@@ -1,5 +1,6 @@
-// Test helper for tests/tokenizer/hf_oracle_test.py: loads a tokenizer.json with nmkit, encodes
-// every text of a JSON array (add_special=false, parse_special=true, as `tokenizers` encodes with
+// Test helper for tests/tokenizer/*.py: loads a tokenizer.json (from_hf_json) or a .gguf file
+// (from_gguf) with nmkit, encodes
+// every text of a JSON array (strings, or {"hex": bytes} for invalid UTF-8; add_special=false, parse_special=true, as `tokenizers` encodes with
 // add_special_tokens=False) and writes [{"ids": [...], "roundtrip": decode(ids) == text}, ...].
 #include <cstdio>
 #include <fstream>
@@ -7,14 +8,24 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "nmkit/gguf.h"
 #include "nmkit/tokenizer.h"
 
 int main(int argc, char** argv) {
   if (argc != 4) {
-    std::fprintf(stderr, "usage: tokenize_probe TOKENIZER_JSON TEXTS_JSON OUT_JSON\n");
+    std::fprintf(stderr, "usage: tokenize_probe TOKENIZER_JSON|MODEL.gguf TEXTS_JSON OUT_JSON\n");
     return 2;
   }
-  auto tokenizer = nmkit::Tokenizer::from_hf_json(argv[1]);
+  const std::string source = argv[1];
+  auto load = [&]() -> nmkit::Result<nmkit::Tokenizer> {
+    if (source.size() > 5 && source.substr(source.size() - 5) == ".gguf") {
+      auto file = nmkit::GgufFile::open(source);
+      if (!file.ok()) return file.error();
+      return nmkit::Tokenizer::from_gguf(file.value());
+    }
+    return nmkit::Tokenizer::from_hf_json(source);
+  };
+  auto tokenizer = load();
   if (!tokenizer.ok()) {
     std::fprintf(stderr, "tokenize_probe: %s\n", tokenizer.error().message().c_str());
     return 1;
@@ -25,7 +36,16 @@ int main(int argc, char** argv) {
   const auto texts = nlohmann::json::parse(buffer.str());
   nlohmann::json results = nlohmann::json::array();
   for (const auto& item : texts) {
-    const std::string text = item.get<std::string>();
+    // A text is a JSON string, or {"hex": "..."} for bytes that are not valid UTF-8.
+    std::string text;
+    if (item.is_object()) {
+      const std::string hex = item["hex"].get<std::string>();
+      for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+        text += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+      }
+    } else {
+      text = item.get<std::string>();
+    }
     auto ids = tokenizer->encode(text, /*add_special=*/false, /*parse_special=*/true);
     if (!ids.ok()) {
       std::fprintf(stderr, "tokenize_probe: %s\n", ids.error().message().c_str());
