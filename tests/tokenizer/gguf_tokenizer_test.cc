@@ -57,7 +57,7 @@ class GgufTokenizer : public ::testing::Test {
   std::string write(const std::vector<GgufKeyValue>& metadata) {
     const std::string path = (std::filesystem::temp_directory_path() /
                               ("nmkit_tokenizer_" + std::to_string(::getpid()) + ".gguf")).string();
-    EXPECT_TRUE(write_gguf(path, metadata, {}).ok());
+    EXPECT_TRUE(write_gguf(path, metadata, std::vector<OutputTensor>{}).ok());
     paths_.push_back(path);
     return path;
   }
