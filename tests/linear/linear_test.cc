@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -313,33 +314,31 @@ TEST(Linear, NonFiniteXIsAnErrorOnEveryPath) {
     plain.onednn = int8.onednn = bf16x.onednn = onednn;
     int8.int8 = true;
     bf16x.bf16_activations = true;
-    // Layers are checked as they are built and held without their Result (a vector of Result pairs
-    // trips GCC 12's -Wstringop-overflow inside std::variant's move).
-    std::vector<std::pair<std::string, SparseLinear>> layers;
-    const auto add = [&](const std::string& what, Result<SparseLinear> layer) {
-      ASSERT_TRUE(layer.ok()) << what << ": " << layer.error().message();
-      layers.emplace_back(what, std::move(*layer));
+    // Built one at a time (a vector of Result<SparseLinear> trips GCC 12's -Wstringop-overflow).
+    const std::vector<std::pair<std::string, std::function<Result<SparseLinear>()>>> makers{
+        {"dense f32", [&] { return SparseLinear::dense(w24.view(), plain); }},
+        {"dense bf16 (bf16 x)", [&] { return SparseLinear::dense(w68.view(), bf16x); }},
+        {"dense int8", [&] { return SparseLinear::dense(w24.view(), int8); }},
+        {"sparse24 f32", [&] { return SparseLinear::sparse24(*p24, plain); }},
+        {"sparse24 int8", [&] { return SparseLinear::sparse24(*p24, int8); }},
+        {"nm6:8 bf16", [&] { return SparseLinear::nm(*p68, plain); }},
+        {"nm6:8 bf16 (bf16 x)", [&] { return SparseLinear::nm(*p68, bf16x); }},
+        {"slid6:8 int8", [&] { return SparseLinear::slid(slid->view(), *geometry, plain); }},
     };
-    add("dense f32", SparseLinear::dense(w24.view(), plain));
-    add("dense bf16 (bf16 x)", SparseLinear::dense(w68.view(), bf16x));
-    add("dense int8", SparseLinear::dense(w24.view(), int8));
-    add("sparse24 f32", SparseLinear::sparse24(*p24, plain));
-    add("sparse24 int8", SparseLinear::sparse24(*p24, int8));
-    add("nm6:8 bf16", SparseLinear::nm(*p68, plain));
-    add("nm6:8 bf16 (bf16 x)", SparseLinear::nm(*p68, bf16x));
-    add("slid6:8 int8", SparseLinear::slid(slid->view(), *geometry, plain));
-    for (auto& [what, layer] : layers) {
+    for (const auto& [what, make] : makers) {
+      auto layer = make();
+      ASSERT_TRUE(layer.ok()) << what << ": " << layer.error().message();
       for (int64_t M : {int64_t{1}, int64_t{16}, int64_t{100}}) {
         for (float bad : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
           Tensor x = random_tensor(DType::F32, {M, K}, 33 + static_cast<uint64_t>(M));
           const int64_t m = M / 2, k = K - 5;
           x.as<float>()[m * K + k] = bad;
           std::vector<float> y(static_cast<size_t>(M * rows));
-          const Status status = layer.apply(x.as<float>(), M, y.data());
-          ASSERT_FALSE(status.ok()) << what << " " << layer.kernel_name(M) << " M=" << M << " passed " << bad;
+          const Status status = layer->apply(x.as<float>(), M, y.data());
+          ASSERT_FALSE(status.ok()) << what << " " << layer->kernel_name(M) << " M=" << M << " passed " << bad;
           const std::string expected = "row " + std::to_string(m) + ", column " + std::to_string(k) + ": value ";
           EXPECT_NE(status.error().message().find(expected), std::string::npos)
-              << layer.kernel_name(M) << ": " << status.error().message();
+              << layer->kernel_name(M) << ": " << status.error().message();
         }
       }
     }
