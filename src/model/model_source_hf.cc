@@ -7,7 +7,6 @@
 #include <cstring>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -150,19 +149,31 @@ std::optional<std::pair<std::string, int64_t>> gguf_name(const std::string& hf, 
       {"model.norm.weight", "output_norm.weight"},
       {"lm_head.weight", "output.weight"}};
   if (const auto it = top.find(hf); it != top.end()) return std::make_pair(it->second, int64_t{0});
-  static const std::regex layer(R"(model\.layers\.(\d+)\.(.+)\.weight)");
-  std::smatch m;
-  if (!std::regex_match(hf, m, layer)) return std::nullopt;
+  // "model.layers.<digits>.<part>.weight", parsed by hand: std::regex trips GCC 12's
+  // -Wmaybe-uninitialized in sanitizer builds.
+  const std::string_view prefix = "model.layers.", suffix = ".weight";
+  std::string_view rest(hf);
+  if (rest.substr(0, prefix.size()) != prefix || rest.size() < prefix.size() + suffix.size() ||
+      rest.substr(rest.size() - suffix.size()) != suffix) {
+    return std::nullopt;
+  }
+  rest = rest.substr(prefix.size(), rest.size() - prefix.size() - suffix.size());
+  const size_t dot = rest.find('.');
+  if (dot == 0 || dot == std::string_view::npos || dot > 9) return std::nullopt;
+  for (size_t i = 0; i < dot; ++i) {
+    if (rest[i] < '0' || rest[i] > '9') return std::nullopt;
+  }
+  const std::string layer_index(rest.substr(0, dot)), part(rest.substr(dot + 1));
   static const std::map<std::string, std::string> block = {
       {"input_layernorm", "attn_norm"},      {"self_attn.q_proj", "attn_q"},
       {"self_attn.k_proj", "attn_k"},        {"self_attn.v_proj", "attn_v"},
       {"self_attn.o_proj", "attn_output"},   {"post_attention_layernorm", "ffn_norm"},
       {"mlp.gate_proj", "ffn_gate"},         {"mlp.up_proj", "ffn_up"},
       {"mlp.down_proj", "ffn_down"}};
-  const auto it = block.find(m[2].str());
+  const auto it = block.find(part);
   if (it == block.end()) return std::nullopt;
   const int64_t heads = it->second == "attn_q" ? p.n_head : it->second == "attn_k" ? p.n_head_kv : 0;
-  return std::make_pair("blk." + m[1].str() + "." + it->second + ".weight", heads);
+  return std::make_pair("blk." + std::to_string(std::stoll(layer_index)) + "." + it->second + ".weight", heads);
 }
 
 // The Hugging Face name of a GGUF-named llama tensor (for messages about a missing one).
