@@ -1,8 +1,10 @@
-# nmkit_warnings(target): nmkit's own code builds with warnings as errors.
+# nmkit_warnings(target): nmkit's own code builds warning-free (as errors with NMKIT_WERROR).
 function(nmkit_warnings target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow -Wconversion
-                         -Wno-sign-conversion -Werror)
+                         -Wno-sign-conversion $<$<BOOL:${NMKIT_WERROR}>:-Werror>)
 endfunction()
+
+include(GNUInstallDirs)
 
 # nmkit_module(name DEPS ...): static library nmkit_<name> from src/<name>/*.cc.
 function(nmkit_module name)
@@ -14,8 +16,8 @@ function(nmkit_module name)
     return()
   endif()
   add_library(nmkit_${name} STATIC ${sources})
-  target_include_directories(nmkit_${name} PUBLIC ${PROJECT_SOURCE_DIR}/include
-                             PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_include_directories(nmkit_${name} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+                             $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}> PRIVATE ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(nmkit_${name} PUBLIC ${ARG_DEPS})
   nmkit_warnings(nmkit_${name})
 endfunction()

@@ -13,6 +13,8 @@ packages=(cmake g++ make git python3 python3-pip unzip
           libpcre2-dev pkg-config
           # LAPACKE: the C interface to LAPACK (Cholesky for SparseGPT, src/calib).
           liblapacke-dev
+          # RE2: --include/--exclude match in linear time without recursion (issue 13, C2).
+          libre2-dev
           # oneDNN's CMake config looks for OpenCL and stops the configure without it; apt-get only
           # recommends the package, and recommendations are not installed here.
           ocl-icd-opencl-dev
@@ -49,5 +51,5 @@ done
 
 # A configure that failed leaves a cache but no build files: configure again then.
 if [ ! -f build/CMakeCache.txt ] || [ ! -f build/Makefile ]; then
-  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DNMKIT_WERROR=ON
 fi

@@ -4,6 +4,7 @@
 #include "nmkit/checkpoint.h"
 #include "nmkit/cpu.h"
 #include "nmkit/dtype.h"
+#include "nmkit/files.h"
 #include "nmkit/format.h"
 #include "nmkit/linear.h"
 #include "nmkit/metrics.h"

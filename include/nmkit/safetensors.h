@@ -34,6 +34,8 @@ using Metadata = std::map<std::string, std::string>;
 // numel x dtype size, and tensors tiling the data section exactly (no overlaps, no unindexed bytes,
 // as the reference requires). Fields of a tensor entry other than dtype/shape/data_offsets are
 // ignored. Errors are one line: "PATH: tensor 'NAME': <what> <value>".
+// Thread safety: every const member (tensors, find, view, metadata) may be called from any number of
+// threads at once; the object itself must not be moved or destroyed while they run.
 // Views stay valid while the file object lives. Their data is as aligned as the file makes it: a
 // file whose header length is not a multiple of 8, or whose tensors of different element sizes are
 // interleaved, gives unaligned views (read them with memcpy or unaligned loads).

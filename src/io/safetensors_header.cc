@@ -29,6 +29,7 @@ class KeyScanner final : public nlohmann::json_sax<json> {
  public:
   std::optional<std::string> duplicate;
   std::optional<std::string> syntax_error;
+  std::optional<std::string> limit;  // a cap of safetensors_header.h exceeded (parsing stopped)
   std::unordered_map<std::string, size_t> position;  // top-level key -> order in the header
 
   bool null() override { return true; }
@@ -38,18 +39,31 @@ class KeyScanner final : public nlohmann::json_sax<json> {
   bool number_float(number_float_t, const string_t&) override { return true; }
   bool string(string_t&) override { return true; }
   bool binary(binary_t&) override { return true; }
-  bool start_array(std::size_t) override { return true; }
-  bool end_array() override { return true; }
-  bool start_object(std::size_t) override {
-    open_objects_.emplace_back();
+  bool start_array(std::size_t) override { return enter(); }
+  bool end_array() override {
+    --depth_;
     return true;
   }
+  bool start_object(std::size_t) override {
+    open_objects_.emplace_back();
+    return enter();
+  }
   bool end_object() override {
+    --depth_;
     if (!open_objects_.empty()) open_objects_.pop_back();
     return true;
   }
   bool key(string_t& key) override {
     const size_t depth = open_objects_.size();
+    if (key.size() > kMaxNameBytes) {
+      limit = "key " + quote_name(key) + " of " + std::to_string(key.size()) + " bytes exceeds the limit of " +
+              std::to_string(kMaxNameBytes) + " bytes for tensor names and keys";
+      return false;
+    }
+    if (depth == 1 && key != "__metadata__" && ++tensors_ > kMaxTensors) {
+      limit = "more than " + std::to_string(kMaxTensors) + " tensors in one header exceed the limit";
+      return false;
+    }
     if (depth == 1) {
       tensor_ = key;
       position.emplace(key, position.size());
@@ -72,6 +86,17 @@ class KeyScanner final : public nlohmann::json_sax<json> {
   }
 
  private:
+  bool enter() {
+    if (++depth_ > kMaxJsonDepth) {
+      limit = (open_objects_.empty() || tensor_.empty() ? std::string() : "tensor " + quote_name(tensor_) + ": ") +
+              "JSON nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels exceeds the limit";
+      return false;
+    }
+    return true;
+  }
+
+  int depth_ = 0;
+  size_t tensors_ = 0;
   std::vector<std::unordered_set<std::string>> open_objects_;
   std::string tensor_;  // the current top-level key, for naming where a nested duplicate is
 };
@@ -234,6 +259,7 @@ Result<ParsedHeader> parse_safetensors_header(std::string_view path, const std::
   json root;
   try {
     if (!json::sax_parse(header, header + header_len, &keys)) {
+      if (keys.limit) return Error(ErrorCode::Limit, *keys.limit).with_file(std::string(path));
       return Error(prefix + "header is not valid JSON: " + keys.syntax_error.value_or("parse failed"));
     }
     if (keys.duplicate) return Error(prefix + *keys.duplicate);

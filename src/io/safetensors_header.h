@@ -14,6 +14,14 @@ namespace nmkit::io {
 // The reference implementation (huggingface/safetensors) refuses headers above 100 MB; so do we,
 // so that a corrupt length cannot make us parse gigabytes.
 inline constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+// A DOM of a hostile header costs ~37x its size (96 MB of nesting took 3.5 GB and 34 s, issue 13 R1).
+// Nesting deeper than serde_json's 128 (what the reference implementation parses with), more
+// tensors than 200k (real checkpoints hold thousands per file; 200k entries already cost ~0.5 GB
+// as a DOM), or a key longer than 4096 bytes (real tensor names are under 200; a 50k-character
+// name overflowed std::regex's recursion, C2) are refused by the first, streaming pass.
+inline constexpr int kMaxJsonDepth = 128;
+inline constexpr size_t kMaxTensors = 200'000;
+inline constexpr size_t kMaxNameBytes = 4096;
 
 struct ParsedHeader {
   std::vector<TensorInfo> tensors;  // sorted by data offset (then end, then header order)

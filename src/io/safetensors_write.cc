@@ -57,7 +57,12 @@ Result<Layout> plan(const std::string& path, const std::vector<OutputTensor>& te
     uint64_t offset = 0;
     for (const OutputTensor& t : tensors) {
       const std::string where = prefix + "tensor " + io::quote_name(t.name) + ": ";
-      if (t.name.empty()) return Error(prefix + "a tensor has an empty name");
+      // "" is a valid JSON key and readable (issue 13, M5: prune then blamed its output for an input's
+      // name), so it is written too; only names the reader refuses are refused here.
+      if (t.name.size() > io::kMaxNameBytes) {
+        return Error(where + "name of " + std::to_string(t.name.size()) + " bytes exceeds the limit of " +
+                     std::to_string(io::kMaxNameBytes) + " bytes readers accept");
+      }
       if (t.name == "__metadata__") return Error(where + "the name is reserved for the metadata");
       if (!names.insert(t.name).second) return Error(where + "listed twice");
       uint64_t numel = 1;

@@ -1,5 +1,7 @@
 #include "io/text.h"
 
+#include "nmkit/status.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -7,7 +9,6 @@
 namespace nmkit::io {
 namespace {
 
-constexpr size_t kMaxNameBytes = 200;
 constexpr size_t kMaxValueBytes = 120;
 constexpr size_t kMaxItems = 8;
 constexpr int kMaxDepth = 3;
@@ -80,13 +81,7 @@ std::string one_line(std::string_view text, size_t max_bytes) {
   return out;
 }
 
-std::string quote_name(std::string_view name) {
-  // Appended piecewise: `"'" + std::string&&` trips GCC 12's -Wrestrict false positive.
-  std::string out(1, '\'');
-  out += one_line(name, kMaxNameBytes);
-  out += '\'';
-  return out;
-}
+std::string quote_name(std::string_view name) { return nmkit::quote_name(name); }
 
 std::string brief(const nlohmann::json& value) {
   std::string out;

@@ -39,6 +39,12 @@ std::string prefix(std::string_view name) {
   return name.empty() ? std::string() : "tensor '" + std::string(name) + "': ";
 }
 
+// An Error about one operand of the call, on the named tensor (unnamed calls leave the tensor out).
+Error located(const Error& error, std::string_view name, const char* operand) {
+  const Error e = error.with_operand(operand);
+  return name.empty() ? e : e.with_tensor(std::string(name));
+}
+
 bool is_finite_bits(float v) { return (std::bit_cast<uint32_t>(v) & 0x7F800000u) != 0x7F800000u; }
 
 // The first non-finite input found, in row-major order; at one position the weight comes first.
@@ -298,8 +304,9 @@ Result<PruneSums> prune_into(const TensorView& w, Pattern pattern, PruneMethod m
     convert_to_f32(a->dtype, a->data, norms.data(), K);
     const int64_t bad = first_non_finite(norms.data(), K);
     if (bad >= 0) {
-      return Error(prefix(name) + "act_norms at column " + std::to_string(bad) + " is " +
-                   value_str(norms[bad]));
+      // Structured, so a caller knows the bad value came from the norms (and from which file).
+      return located(Error(ErrorCode::InvalidValue, "is " + value_str(norms[bad])), name, "act_norms")
+          .with_column(bad);
     }
     // A norm is >= 0; a negative one would turn |w|*a into a score that ranks the smallest weights
     // first (-0 compares equal to 0 and is accepted).
@@ -352,9 +359,9 @@ Result<PruneSums> prune_into(const TensorView& w, Pattern pattern, PruneMethod m
   }
   if (job.bad) {
     const BadValue& b = *job.bad;
-    return Error(prefix(name) + (b.which == 0 ? "weight" : "gradient") + " at row " +
-                 std::to_string(b.row) + ", column " + std::to_string(b.col) + " is " +
-                 value_str(b.value));
+    return located(Error(ErrorCode::InvalidValue, "is " + value_str(b.value)), name, b.which == 0 ? "weight" : "gradient")
+        .with_row(b.row)
+        .with_column(b.col);
   }
   return total;
 }

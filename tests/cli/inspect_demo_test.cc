@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/cli_harness.h"
+#include "tests/cli/cli_harness.h"
 
 namespace nmkit::cli_test {
 namespace {

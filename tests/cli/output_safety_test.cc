@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/cli_harness.h"
+#include "tests/cli/cli_harness.h"
 
 namespace nmkit::cli_test {
 namespace {

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/cli_harness.h"
+#include "tests/cli/cli_harness.h"
 #include "nmkit/checkpoint.h"
 #include "nmkit/format.h"
 #include "nmkit/safetensors.h"

@@ -5,10 +5,10 @@
 
 #include <vector>
 
-#include "cli/cli_harness.h"
+#include "tests/cli/cli_harness.h"
 #include "nmkit/files.h"
 #include "nmkit/safetensors.h"
-#include "nmkit/signal_cleanup.h"
+#include "tools/nmkit/signal_cleanup.h"
 
 namespace nmkit::cli_test {
 namespace {

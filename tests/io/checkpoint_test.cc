@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "io/io_test_util.h"
+#include "tests/io/io_test_util.h"
 #include "nmkit/checkpoint.h"
 #include "util/random.h"
 
@@ -118,7 +118,7 @@ TEST(Checkpoint, RecordsRoundTrip) {
       r.format = format;
       r.pattern = Pattern{2, 4};
       r.dtype = DType::BF16;
-      r.shape = {7, expected.K_prime()};
+      r.shape = {7, expected.K_prime};
       r.slide = *g;
       records.push_back(r);
     }

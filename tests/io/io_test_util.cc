@@ -1,4 +1,4 @@
-#include "io/io_test_util.h"
+#include "tests/io/io_test_util.h"
 
 #include <stdlib.h>
 

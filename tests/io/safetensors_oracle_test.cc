@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "io/io_test_util.h"
+#include "tests/io/io_test_util.h"
 #include "io/safetensors_header.h"
 #include "nmkit/safetensors.h"
 #include "util/random.h"

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <random>
 
-#include "io/io_test_util.h"
+#include "tests/io/io_test_util.h"
 #include "nmkit/safetensors.h"
 #include "util/random.h"
 

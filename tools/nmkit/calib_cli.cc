@@ -1,4 +1,4 @@
-#include "nmkit/calib_cli.h"
+#include "tools/nmkit/calib_cli.h"
 
 #include <fmt/core.h>
 #include <unistd.h>
@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "nmkit/cli_util.h"
+#include "tools/nmkit/cli_util.h"
 
 namespace nmkit::cli {
 

@@ -1,4 +1,4 @@
-#include "nmkit/cli_util.h"  // tools/nmkit/cli_util.h
+#include "tools/nmkit/cli_util.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -12,6 +12,7 @@
 #include <cstring>
 #include <sstream>
 #include <fmt/core.h>
+#include <re2/re2.h>
 
 namespace nmkit::cli {
 
@@ -22,6 +23,8 @@ int report_error(std::string_view message) {
     const char c = message[i];
     if (c == '\n' || c == '\r') {
       if (i + 1 < message.size()) line += "; ";
+    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F) {
+      line += display_name(std::string_view(&c, 1));  // never a raw escape sequence on the terminal
     } else {
       line += c;
     }
@@ -41,7 +44,7 @@ Progress::~Progress() { clear(); }
 void Progress::update(size_t i, size_t n, std::string_view name) {
   if (!enabled_) return;
   // Truncated so the line never wraps on an 80-column terminal (a wrapped line cannot be erased by \r).
-  std::string text = fmt::format("[{}/{}] {} {}", i + 1, n, label_, name);
+  std::string text = fmt::format("[{}/{}] {} {}", i + 1, n, label_, display_name(name));
   if (text.size() > 79) text.resize(79);
   fmt::print(stderr, "\r{:<79}", text);
   std::fflush(stderr);
@@ -57,34 +60,39 @@ void Progress::clear() {
 
 Result<NameFilter> NameFilter::make(const std::string& include, const std::string& exclude) {
   NameFilter filter;
-  // std::regex reports a bad expression only by throwing; keep that inside the CLI boundary.
-  const auto compile = [](const std::string& text, const char* option, std::regex& out) -> Status {
-    try {
-      out = std::regex(text, std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
-      return Error(fmt::format("{} '{}': not a valid regular expression ({})", option, text, e.what()));
+  const auto compile = [](const std::string& text, const char* option) -> Result<std::shared_ptr<const re2::RE2>> {
+    re2::RE2::Options options;
+    options.set_log_errors(false);
+    auto re = std::make_shared<const re2::RE2>(text, options);
+    if (!re->ok()) {
+      return Error(fmt::format("{} {}: not a valid regular expression ({})", option, display_name(text),
+                               display_name(re->error())));
     }
-    return ok_status();
+    return re;
   };
   if (!include.empty()) {
-    NMKIT_TRY(compile(include, "--include", filter.include_));
-    filter.has_include_ = true;
+    auto re = compile(include, "--include");
+    if (!re.ok()) return re.error();
+    filter.include_ = std::move(*re);
   }
   if (!exclude.empty()) {
-    NMKIT_TRY(compile(exclude, "--exclude", filter.exclude_));
-    filter.has_exclude_ = true;
+    auto re = compile(exclude, "--exclude");
+    if (!re.ok()) return re.error();
+    filter.exclude_ = std::move(*re);
   }
   return filter;
 }
 
 bool NameFilter::selected(const std::string& name) const {
-  if (has_include_ && !std::regex_search(name, include_)) return false;
-  if (has_exclude_ && std::regex_search(name, exclude_)) return false;
+  if (include_ && !re2::RE2::PartialMatch(name, *include_)) return false;
+  if (exclude_ && re2::RE2::PartialMatch(name, *exclude_)) return false;
   return true;
 }
 
 void Table::add_row(std::vector<std::string> cells) {
   cells.resize(header_.size());
+  // Names come from files: escaped and cut like in error lines (issue 13, M3/M4).
+  for (auto& cell : cells) cell = display_name(cell);
   rows_.push_back(std::move(cells));
 }
 

@@ -4,12 +4,16 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <regex>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "nmkit/status.h"
+
+namespace re2 {
+class RE2;
+}
 
 namespace nmkit::cli {
 
@@ -37,8 +41,10 @@ class Progress {
   bool shown_ = false;
 };
 
-// Tensor selection: a name is selected when std::regex_search finds `include` in it (an empty include
-// selects everything) and does not find `exclude` (an empty exclude excludes nothing).
+// Tensor selection: a name is selected when `include` is found in it (an empty include selects
+// everything) and `exclude` is not (an empty exclude excludes nothing). RE2 syntax (no
+// backreferences or lookaround): matching takes time linear in the name and no recursion, so a
+// hostile header's 100 MB name cannot overflow the stack (issue 13, C2; std::regex did).
 class NameFilter {
  public:
   static Result<NameFilter> make(const std::string& include, const std::string& exclude);
@@ -46,10 +52,8 @@ class NameFilter {
 
  private:
   NameFilter() = default;
-  std::regex include_;
-  std::regex exclude_;
-  bool has_include_ = false;
-  bool has_exclude_ = false;
+  std::shared_ptr<const re2::RE2> include_;  // null: no filter
+  std::shared_ptr<const re2::RE2> exclude_;
 };
 
 // A plain-text table; columns after the first are right-aligned (numbers).

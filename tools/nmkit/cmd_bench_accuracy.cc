@@ -7,10 +7,10 @@
 #include <memory>
 #include <sstream>
 
-#include "nmkit/calib_cli.h"
-#include "nmkit/cli_util.h"
+#include "tools/nmkit/calib_cli.h"
+#include "tools/nmkit/cli_util.h"
 #include "nmkit/files.h"
-#include "nmkit/command.h"
+#include "tools/nmkit/command.h"
 #include "nmkit/model_source.h"
 #include "nmkit/perplexity.h"
 

@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "nmkit/cli_util.h"
-#include "nmkit/command.h"
+#include "tools/nmkit/cli_util.h"
+#include "tools/nmkit/command.h"
 #include "nmkit/cpu.h"
 #include "nmkit/pattern.h"
 #include "nmkit/threads.h"

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "nmkit/cli_util.h"
-#include "nmkit/command.h"
+#include "tools/nmkit/cli_util.h"
+#include "tools/nmkit/command.h"
 #include "nmkit/pattern.h"
 #include "nmkit/quant.h"
 

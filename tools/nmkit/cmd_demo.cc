@@ -11,12 +11,12 @@
 #include <fmt/core.h>
 
 #include "nmkit/checkpoint.h"
-#include "nmkit/cli_util.h"
-#include "nmkit/command.h"
+#include "tools/nmkit/cli_util.h"
+#include "tools/nmkit/command.h"
 #include "nmkit/format.h"
-#include "nmkit/inspect_logic.h"
+#include "tools/nmkit/inspect_logic.h"
 #include "nmkit/prune.h"
-#include "nmkit/prune_job.h"
+#include "tools/nmkit/prune_job.h"
 #include "nmkit/safetensors.h"
 
 namespace nmkit::cli {
@@ -100,7 +100,7 @@ Result<CheckResult> check_output(const SafetensorsFile& input, const PatternRun&
   if (!stored.ok()) return stored.error();
   for (const StoredTensor& st : *stored) {
     const TensorInfo* original = input.find(st.name);
-    if (original == nullptr) return Error(fmt::format("{}: tensor '{}' is not in the input", run.output, st.name));
+    if (original == nullptr) return Error(fmt::format("{}: tensor {} is not in the input", run.output, quote_name(st.name)));
     const TensorView source = input.view(*original);
     if (!st.record) {
       ++check.copied;

@@ -8,10 +8,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "nmkit/cli_util.h"
-#include "nmkit/command.h"
+#include "tools/nmkit/cli_util.h"
+#include "tools/nmkit/command.h"
 #include "nmkit/files.h"
-#include "nmkit/model_cli.h"
+#include "tools/nmkit/model_cli.h"
 #include "nmkit/perplexity.h"
 
 namespace nmkit::cli {

@@ -7,9 +7,9 @@
 
 #include <fmt/format.h>
 
-#include "nmkit/cli_util.h"
-#include "nmkit/command.h"
-#include "nmkit/model_cli.h"
+#include "tools/nmkit/cli_util.h"
+#include "tools/nmkit/command.h"
+#include "tools/nmkit/model_cli.h"
 #include "nmkit/sampler.h"
 
 namespace nmkit::cli {

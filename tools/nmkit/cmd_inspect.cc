@@ -4,9 +4,9 @@
 #include <string>
 #include <fmt/core.h>
 
-#include "nmkit/cli_util.h"
-#include "nmkit/command.h"
-#include "nmkit/inspect_logic.h"
+#include "tools/nmkit/cli_util.h"
+#include "tools/nmkit/command.h"
+#include "tools/nmkit/inspect_logic.h"
 
 namespace nmkit::cli {
 namespace {

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "nmkit/checkpoint.h"
-#include "nmkit/cli_util.h"
-#include "nmkit/command.h"
+#include "tools/nmkit/cli_util.h"
+#include "tools/nmkit/command.h"
 #include "nmkit/files.h"
 #include "nmkit/format.h"
 #include "nmkit/linear.h"
@@ -40,7 +40,7 @@ Result<const StoredTensor*> pick(const std::vector<StoredTensor>& stored, const 
       ++candidates;
     }
   }
-  if (!name.empty()) return Error(path + ": no tensor '" + name + "'");
+  if (!name.empty()) return Error(path + ": no tensor " + quote_name(name));
   if (candidates != 1) {
     return Error(path + ": " + std::to_string(candidates) + " 2-D tensors; choose one with " + option);
   }
@@ -60,7 +60,7 @@ Result<SparseLinear> build_layer(const SafetensorsFile& file, const StoredTensor
       const Tensor dense = decompress(*packed);
       return SparseLinear::slid(dense.view(), geometry, options);
     }
-    return Error(file.path() + ": slid weight '" + stored.name + "' is stored as nm; expected dense or sparse24");
+    return Error(file.path() + ": slid weight " + quote_name(stored.name) + " is stored as nm; expected dense or sparse24");
   }
   if (auto* view = std::get_if<TensorView>(&*loaded)) return SparseLinear::dense(*view, options);
   if (auto* packed = std::get_if<Sparse24>(&*loaded)) return SparseLinear::sparse24(*packed, options);
@@ -85,7 +85,7 @@ int run(const LinearArgs& args) {
   auto weight = pick(*stored, args.weight_name, args.weight_path, "--weight");
   if (!weight.ok()) return report_error(weight.error());
   auto layer = build_layer(*weights, **weight, args.int8);
-  if (!layer.ok()) return report_error(layer.error().with_context(args.weight_path + ": " + (*weight)->name + ": "));
+  if (!layer.ok()) return report_error(layer.error().with_context(args.weight_path + ": " + quote_name((*weight)->name) + ": "));
 
   auto inputs = SafetensorsFile::open(args.input_path);
   if (!inputs.ok()) return report_error(inputs.error());
@@ -94,11 +94,11 @@ int run(const LinearArgs& args) {
   auto input = pick(*input_stored, args.input_name, args.input_path, "--input");
   if (!input.ok()) return report_error(input.error());
   if ((*input)->parts.size() != 1) {
-    return report_error(args.input_path + ": input '" + (*input)->name + "' is compressed; expected a plain [M, K] tensor");
+    return report_error(args.input_path + ": input " + quote_name((*input)->name) + " is compressed; expected a plain [M, K] tensor");
   }
   const TensorView x = inputs->view(*(*input)->parts[0]);
   if (x.shape.size() != 2 || x.cols() != layer->K()) {
-    return report_error(args.input_path + ": input '" + (*input)->name + "' has shape " + shape_str(x.shape) +
+    return report_error(args.input_path + ": input " + quote_name((*input)->name) + " has shape " + shape_str(x.shape) +
                         ", expected [M, " + std::to_string(layer->K()) + "] (K of the weight)");
   }
   const auto start = std::chrono::steady_clock::now();

@@ -6,11 +6,11 @@
 #include <vector>
 #include <fmt/core.h>
 
-#include "nmkit/cli_util.h"
+#include "tools/nmkit/cli_util.h"
 #include "nmkit/files.h"
-#include "nmkit/command.h"
-#include "nmkit/prune_job.h"
-#include "nmkit/prune_model.h"  // a GGUF file or Hugging Face folder: calibrated model pruning
+#include "tools/nmkit/command.h"
+#include "tools/nmkit/prune_job.h"
+#include "tools/nmkit/prune_model.h"  // a GGUF file or Hugging Face folder: calibrated model pruning
 
 namespace nmkit::cli {
 namespace {

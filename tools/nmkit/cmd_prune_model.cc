@@ -11,10 +11,10 @@
 #include <fstream>
 #include <map>
 
-#include "nmkit/cli_util.h"
+#include "tools/nmkit/cli_util.h"
 #include "nmkit/files.h"
 #include "nmkit/gguf.h"
-#include "nmkit/prune_model.h"
+#include "tools/nmkit/prune_model.h"
 #include "nmkit/safetensors.h"
 
 namespace nmkit::cli {

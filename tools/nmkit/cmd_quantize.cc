@@ -12,8 +12,8 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
-#include "nmkit/cli_util.h"
-#include "nmkit/command.h"
+#include "tools/nmkit/cli_util.h"
+#include "tools/nmkit/command.h"
 #include "nmkit/files.h"
 #include "nmkit/quant.h"
 #include "nmkit/safetensors.h"
@@ -76,7 +76,7 @@ int run(const QuantizeArgs& args) {
     item->cols = info.shape[1];
     if (pattern) {
       auto geometry = SlideGeometry::make(*pattern, info.shape[1], args.align);
-      if (!geometry.ok()) return report_error(geometry.error().with_context(args.input + ": tensor '" + info.name + "': "));
+      if (!geometry.ok()) return report_error(geometry.error().with_context(args.input + ": tensor " + quote_name(info.name) + ": "));
       item->geometry = *geometry;
       item->cols = geometry->K_prime();
     }
@@ -112,8 +112,8 @@ int run(const QuantizeArgs& args) {
   std::set<std::string> seen;
   for (const auto& out : outputs) {
     if (!seen.insert(out.name).second) {
-      return report_error(fmt::format("{}: tensor '{}': the output would hold two tensors of this name",
-                                      args.input, out.name));
+      return report_error(fmt::format("{}: tensor {}: the output would hold two tensors of this name",
+                                      args.input, quote_name(out.name)));
     }
   }
 

@@ -10,10 +10,10 @@
 #include <fmt/core.h>
 
 #include "nmkit/checkpoint.h"
-#include "nmkit/cli_util.h"
-#include "nmkit/command.h"
+#include "tools/nmkit/cli_util.h"
+#include "tools/nmkit/command.h"
 #include "nmkit/files.h"
-#include "nmkit/prune_job.h"
+#include "tools/nmkit/prune_job.h"
 #include "nmkit/slide.h"
 
 namespace nmkit::cli {
@@ -105,7 +105,7 @@ int run(const SlideArgs& args) {
       continue;
     }
     auto geometry = SlideGeometry::make(*pattern, shape[1], args.align);
-    if (!geometry.ok()) return report_error(geometry.error().with_context(args.input + ": tensor '" + st.name + "': "));
+    if (!geometry.ok()) return report_error(geometry.error().with_context(args.input + ": tensor " + quote_name(st.name) + ": "));
     auto item = std::make_unique<SlideItem>();
     item->name = st.name;
     item->stored = &st;
@@ -156,9 +156,9 @@ int run(const SlideArgs& args) {
   std::set<std::string> seen;
   for (const auto& out : outputs) {
     if (!seen.insert(out.name).second) {
-      return report_error(fmt::format("{}: tensor '{}': the output would hold two tensors of this name "
+      return report_error(fmt::format("{}: tensor {}: the output would hold two tensors of this name "
                                       "(a sparse24 part collides with an existing tensor)",
-                                      args.input, out.name));
+                                      args.input, quote_name(out.name)));
     }
   }
 

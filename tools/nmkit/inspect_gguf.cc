@@ -12,7 +12,7 @@
 
 #include "nmkit/format.h"
 #include "nmkit/gguf.h"
-#include "nmkit/inspect_logic.h"
+#include "tools/nmkit/inspect_logic.h"
 
 namespace nmkit::cli {
 

@@ -1,11 +1,11 @@
-#include "nmkit/inspect_logic.h"  // tools/nmkit/inspect_logic.h
+#include "tools/nmkit/inspect_logic.h"
 
 #include <algorithm>
 #include <cstring>
 #include <variant>
 #include <fmt/core.h>
 
-#include "nmkit/cli_util.h"
+#include "tools/nmkit/cli_util.h"
 #include "nmkit/format.h"
 #include "nmkit/safetensors.h"
 
@@ -53,7 +53,13 @@ void check_dense(const TensorView& dense, InspectedTensor& out) {
   out.zeros = count_zeros(dense);
   out.checked = dense.shape.size() == 2 && is_floating(dense.dtype);  // compliance works on bits: F64 and F8 too
   if (!out.checked) return;
-  out.sparsest = sparsest_compliant(dense, inspect_candidates());
+  // A pattern whose group is wider than the row has no full group: every row is one tail that
+  // trivially complies, so "sparsest 8:10" for an all-ones [4, 8] said nothing (issue 13, M6).
+  std::vector<Pattern> candidates;
+  for (const Pattern& p : inspect_candidates()) {
+    if (p.group <= dense.shape[1]) candidates.push_back(p);
+  }
+  out.sparsest = sparsest_compliant(dense, candidates);
   if (out.record) out.complies = !find_violation(dense, out.record->pattern).has_value();
 }
 
@@ -105,8 +111,8 @@ Result<std::vector<InspectedTensor>> inspect_file(const std::string& path) {
       } else if (auto* nm = std::get_if<NMPacked>(&*loaded)) {
         dense = decompress(*nm);
       } else {
-        return Error(fmt::format("{}: tensor '{}': record says {} but the parts load as a dense tensor", path,
-                                 st.name, weight_format_name(st.record->format)));
+        return Error(fmt::format("{}: tensor {}: record says {} but the parts load as a dense tensor", path,
+                                 quote_name(st.name), weight_format_name(st.record->format)));
       }
       out.dtype = dense.dtype();
       out.shape = dense.shape();

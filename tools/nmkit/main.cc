@@ -5,8 +5,8 @@
 #include <memory>
 #include <vector>
 
-#include "nmkit/command.h"  // tools/nmkit/command.h
-#include "nmkit/signal_cleanup.h"  // tools/nmkit/signal_cleanup.h
+#include "tools/nmkit/command.h"
+#include "tools/nmkit/signal_cleanup.h"
 
 namespace nmkit::cli {
 namespace {

@@ -1,9 +1,9 @@
-#include "nmkit/model_cli.h"
+#include "tools/nmkit/model_cli.h"
 
 #include <map>
 #include <string>
 
-#include "nmkit/cli_util.h"
+#include "tools/nmkit/cli_util.h"
 #include "nmkit/model_source.h"
 
 namespace nmkit::cli {

@@ -1,4 +1,4 @@
-#include "nmkit/prune_job.h"  // tools/nmkit/prune_job.h
+#include "tools/nmkit/prune_job.h"
 
 #include <malloc.h>
 
@@ -8,7 +8,7 @@
 #include <set>
 #include <fmt/core.h>
 
-#include "nmkit/cli_util.h"
+#include "tools/nmkit/cli_util.h"
 #include "nmkit/format.h"
 #include "nmkit/safetensors.h"
 
@@ -16,10 +16,7 @@ namespace nmkit::cli {
 namespace {
 
 // Library errors about a weight name the tensor; the CLI adds the file unless it is already there.
-Error in_file(const std::string& file, const Error& error) {
-  if (error.message().rfind(file, 0) == 0) return error;
-  return error.with_context(file + ": ");
-}
+Error in_file(const std::string& file, const Error& error) { return error.in_file(file); }
 
 // Lazily computed parts of one compressed weight: the first part's fill prunes and compresses, each
 // part's fill copies its bytes, and the parts are released once both are written (one weight in
@@ -57,12 +54,11 @@ PartShapes part_shapes(WeightFormat format, Pattern pattern, int64_t rows, int64
   return {{rows, geometry.groups() * pattern.keep}, {rows, geometry.mask_stride()}};
 }
 
-// A bad value found while pruning belongs to the file it came from: the gradient's or the norms'
-// file when the library's message says so, else the weight's.
+// A bad value found while pruning belongs to the file it came from: the library says which operand
+// (weight, gradient, act_norms) it found it in.
 const std::string& file_of_error(const PruneJob& job, const Error& error) {
-  const std::string& message = error.message();
-  if (!job.grad_path.empty() && message.find("': gradient") != std::string::npos) return job.grad_path;
-  if (!job.act_norms_path.empty() && message.find("': act_norms") != std::string::npos) return job.act_norms_path;
+  if (error.operand() == "gradient" && !job.grad_path.empty()) return job.grad_path;
+  if (error.operand() == "act_norms" && !job.act_norms_path.empty()) return job.act_norms_path;
   return job.input;
 }
 
@@ -105,16 +101,16 @@ Status check_score_inputs(const PruneJob& job, const SafetensorsFile* grad, cons
   if (grad != nullptr) {
     const TensorInfo* info = grad->find(item.name);
     if (info == nullptr) {
-      return Error(fmt::format("{}: tensor '{}': missing (the gradient of weight '{}' of {})", job.grad_path,
-                               item.name, item.name, job.input));
+      return Error(fmt::format("{}: tensor {}: missing (the gradient of weight {} of {})", job.grad_path,
+                               quote_name(item.name), quote_name(item.name), job.input));
     }
     if (info->shape != item.weight.shape) {
-      return Error(fmt::format("{}: tensor '{}': gradient shape {} does not match the weight's shape {}",
-                               job.grad_path, item.name, shape_str(info->shape), shape_str(item.weight.shape)));
+      return Error(fmt::format("{}: tensor {}: gradient shape {} does not match the weight's shape {}",
+                               job.grad_path, quote_name(item.name), shape_str(info->shape), shape_str(item.weight.shape)));
     }
     if (!is_prunable(info->dtype)) {
-      return Error(fmt::format("{}: tensor '{}': gradient dtype {} is not F32, F16 or BF16", job.grad_path,
-                               item.name, dtype_name(info->dtype)));
+      return Error(fmt::format("{}: tensor {}: gradient dtype {} is not F32, F16 or BF16", job.grad_path,
+                               quote_name(item.name), dtype_name(info->dtype)));
     }
     item.gradient = grad->view(*info);
     item.inputs.gradient = &item.gradient;
@@ -122,17 +118,17 @@ Status check_score_inputs(const PruneJob& job, const SafetensorsFile* grad, cons
   if (norms != nullptr) {
     const TensorInfo* info = norms->find(item.name);
     if (info == nullptr) {
-      return Error(fmt::format("{}: tensor '{}': missing (the input-feature norms of weight '{}' of {})",
-                               job.act_norms_path, item.name, item.name, job.input));
+      return Error(fmt::format("{}: tensor {}: missing (the input-feature norms of weight {} of {})",
+                               job.act_norms_path, quote_name(item.name), quote_name(item.name), job.input));
     }
     const Shape expected{item.weight.cols()};
     if (info->shape != expected) {
-      return Error(fmt::format("{}: tensor '{}': norm shape {} does not match the weight's K, expected {}",
-                               job.act_norms_path, item.name, shape_str(info->shape), shape_str(expected)));
+      return Error(fmt::format("{}: tensor {}: norm shape {} does not match the weight's K, expected {}",
+                               job.act_norms_path, quote_name(item.name), shape_str(info->shape), shape_str(expected)));
     }
     if (!is_prunable(info->dtype)) {
-      return Error(fmt::format("{}: tensor '{}': norm dtype {} is not F32, F16 or BF16", job.act_norms_path,
-                               item.name, dtype_name(info->dtype)));
+      return Error(fmt::format("{}: tensor {}: norm dtype {} is not F32, F16 or BF16", job.act_norms_path,
+                               quote_name(item.name), dtype_name(info->dtype)));
     }
     item.act_norms = norms->view(*info);
     item.inputs.act_norms = &item.act_norms;
@@ -205,12 +201,26 @@ Result<PreparedPrune> prepare_prune_job(const PruneJob& job) {
   for (const StoredTensor& st : *stored) {
     // Weights already stored compressed, and anything that is not a 2-D float tensor selected by
     // name, pass through byte for byte (with their records, which stay in the metadata).
+    // Slid weights too, whatever their format (issue 13, W1): pruning the [rows, K'] form would drop
+    // the slide record and leave a weight that no longer matches its activations.
     const bool compressed = st.record.has_value() && st.record->format != WeightFormat::Dense;
+    const bool slid = st.record.has_value() && st.record->slide.has_value();
     const TensorInfo* info = st.parts.size() == 1 ? st.parts[0] : nullptr;
-    const bool selected = !compressed && info != nullptr && info->shape.size() == 2 &&
+    const bool selected = !compressed && !slid && info != nullptr && info->shape.size() == 2 &&
                           is_prunable(info->dtype) && shape_numel(info->shape) > 0 && filter->selected(st.name);
     if (!selected) {
+      const size_t first = outputs.size();
       for (const TensorInfo* part : st.parts) outputs.push_back(OutputTensor::copy_of(part->name, input->view(*part)));
+      if (compressed) {
+        // Copied compressed weights are validated as inspect and linear would load them (issue 13,
+        // W5), in the first part's fill so that only one weight is in memory at a time.
+        const SafetensorsFile* file = &*input;
+        outputs[first].fill = [file, &st, copy = std::move(outputs[first].fill)](std::byte* dst) -> Status {
+          auto loaded = load_weight(*file, st);
+          if (!loaded.ok()) return loaded.error().in_file(file->path());
+          return copy(dst);
+        };
+      }
       outcome.copied_tensors += st.parts.size();
       continue;
     }
@@ -261,9 +271,9 @@ Result<PreparedPrune> prepare_prune_job(const PruneJob& job) {
   std::set<std::string> seen;
   for (const auto& out : outputs) {
     if (!seen.insert(out.name).second) {
-      return Error(fmt::format("{}: tensor '{}': the output would hold two tensors of this name "
+      return Error(fmt::format("{}: tensor {}: the output would hold two tensors of this name "
                                "(a compressed weight's part collides with an existing tensor)",
-                               job.input, out.name));
+                               job.input, quote_name(out.name)));
     }
   }
 

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "nmkit/calib_cli.h"
+#include "tools/nmkit/calib_cli.h"
 
 namespace nmkit::cli {
 

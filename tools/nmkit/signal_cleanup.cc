@@ -1,4 +1,4 @@
-#include "nmkit/signal_cleanup.h"  // tools/nmkit/signal_cleanup.h
+#include "tools/nmkit/signal_cleanup.h"
 
 #include <signal.h>
 #include <unistd.h>
