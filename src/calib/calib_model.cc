@@ -93,13 +93,27 @@ Result<CalibReport> calibrate_and_prune(LlamaModel& model, const std::vector<int
   const std::optional<Pattern> packed_pattern =
       options.format == CalibLinearFormat::Dense ? std::nullopt : std::optional<Pattern>(options.pattern);
 
+  // Linears sharing an input are packed together (q/k/v, gate/up), so a block's linears are put
+  // back dense-masked one by one and packed in `options.format` once all of them are pruned.
   auto replace = [&](int64_t b, const std::string& name, const Tensor& pruned) -> Status {
     const auto t0 = Clock::now();
     Tensor f32 = pruned.dtype() == DType::F32 ? Tensor() : Tensor::from_f32(pruned.to_f32(), pruned.shape());
     const TensorView view = pruned.dtype() == DType::F32 ? pruned.view() : f32.view();
-    Status st = model.replace_linear(b, name, view, options.format, packed_pattern);
+    Status st = model.replace_linear(b, name, view, CalibLinearFormat::Dense);
     times.pack += seconds_since(t0);
     return st;
+  };
+  auto pack_block = [&](int64_t b) -> Status {
+    if (options.format == CalibLinearFormat::Dense) return ok_status();
+    const auto t0 = Clock::now();
+    for (const std::string& name : linear_names) {
+      auto w = model.dense_weight(b, name);
+      if (!w.ok()) return w.error();
+      const Tensor copy = Tensor::copy_of(*w);
+      NMKIT_TRY(model.replace_linear(b, name, copy.view(), options.format, packed_pattern));
+    }
+    times.pack += seconds_since(t0);
+    return ok_status();
   };
 
   if (options.method == CalibMethod::Magnitude && options.refit_steps == 0) {
@@ -121,6 +135,7 @@ Result<CalibReport> calibrate_and_prune(LlamaModel& model, const std::vector<int
         NMKIT_TRY(replace(b, name, pruned->pruned));
         report.linears.push_back(std::move(lr));
       }
+      NMKIT_TRY(pack_block(b));
       if (options.on_block) options.on_block(b, p.n_layer);
     }
     times.total = seconds_since(t_start);
@@ -265,6 +280,7 @@ Result<CalibReport> calibrate_and_prune(LlamaModel& model, const std::vector<int
         report.linears.push_back(std::move(lr));
       }
     }
+    NMKIT_TRY(pack_block(b));
     if (b + 1 < p.n_layer) {  // the pruned block gives the next one its inputs
       t0 = Clock::now();
       NMKIT_TRY(model.run_block(b, hidden.data(), n_seq, seq_len));

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "tools/nmkit/calib_cli.h"  // --method wanda|sparsegpt: calibrated pruning on load
 #include "tools/nmkit/cli_util.h"
 #include "tools/nmkit/command.h"
 #include "nmkit/files.h"
@@ -39,6 +40,7 @@ const bool registered = register_command({
         std::string model, text, json;
         int64_t ctx = 512, chunks = 0;
         WeightFlags weights;
+        CalibFlags calib;
       };
       auto args = std::make_shared<Args>();
       app.add_option("MODEL", args->model, "GGUF file or Hugging Face model directory")->required();
@@ -47,9 +49,26 @@ const bool registered = register_command({
       app.add_option("--chunks", args->chunks, "At most this many chunks (0: all)")->capture_default_str();
       app.add_option("--json", args->json, "Write the result as JSON to FILE");
       add_weight_flags(app, args->weights);
+      add_calib_flags(app, args->calib);
       return [args]() -> int {
-        auto options = model_options(args->weights);
+        // wanda and sparsegpt prune after the build, calibrated block by block (calib_cli.h).
+        WeightFlags flags = args->weights;
+        std::optional<CalibMethod> calibrated;
+        if (flags.method == "wanda" || flags.method == "sparsegpt") {
+          calibrated = flags.method == "wanda" ? CalibMethod::Wanda : CalibMethod::SparseGpt;
+          flags.method = "magnitude";
+        }
+        auto options = model_options(flags);
         if (!options.ok()) return report_error(options.error());
+        std::optional<Pattern> calib_pattern;
+        auto calib_format = options->format;
+        if (calibrated) {
+          if (!options->pattern) return report_error("--method " + args->weights.method + " needs --pattern");
+          calib_pattern = options->pattern;
+          options->pattern.reset();
+          options->format = decltype(options->format)::Dense;
+          options->keep_dense_weights = true;
+        }
         if (args->ctx < 4) return report_error("--ctx " + std::to_string(args->ctx) + " is below 4");
         if (args->chunks < 0) return report_error("--chunks " + std::to_string(args->chunks) + " is negative");
         auto text = read_text(args->text);
@@ -78,6 +97,13 @@ const bool registered = register_command({
         }
         auto model = build_model(*source, *options);
         if (!model.ok()) return report_error(model.error());
+        if (calibrated) {
+          auto run = calibrate_model(*model, tokenizer->get(), *calib_pattern, *calibrated, args->calib, calib_format);
+          if (!run.ok()) return report_error(run.error());
+          std::fprintf(stderr, "%s\n", calib_summary(*run, *calib_pattern, *calibrated).c_str());
+          options->pattern = calib_pattern;
+          options->format = calib_format;
+        }
         PerplexityOptions po;
         po.ctx = args->ctx;
         po.max_chunks = args->chunks;
