@@ -3,7 +3,7 @@ JOBS ?= $(shell nproc)
 # cmake's own make would otherwise print every directory it enters, once per target.
 MAKEFLAGS += --no-print-directory
 
-.PHONY: setup build run test bench clean
+.PHONY: setup build run demo test bench accuracy clean
 
 setup:
 	@bash scripts/setup.sh
@@ -11,7 +11,14 @@ setup:
 build: setup
 	cmake --build build -j $(JOBS)
 
+# The real job: SmolLM2-135M pruned (magnitude) to 6:8, 4:8 and 2:4 next to the dense model, one table of
+# perplexity (16 chunks of 512 tokens of the evaluation text), size, decode and prefill tokens/s.
 run: build
+	@model=$$(bash scripts/fetch_model.sh) && text=$$(bash scripts/fetch_texts.sh eval) && \
+	  ./build/nmkit sweep "$$model" --text "$$text" --patterns 6:8,4:8,2:4 --chunks 16
+
+# The MiniLM checkpoint demo (prune, pack, slide, check) that `make run` ran before the real model.
+demo: build
 	@model=$$(bash scripts/fetch_demo_model.sh) && ./build/nmkit demo --model "$$model" --out build/demo
 
 test: build
@@ -20,6 +27,13 @@ test: build
 bench: build
 	./build/nmkit bench quant
 	./build/nmkit bench linear
+
+# The accuracy table (issue 11): SmolLM2 perplexity (ctx 512) dense and 6:8/4:8/2:4/1:4 x magnitude, Wanda,
+# SparseGPT, calibrated on the project's calibration text. CHUNKS=0 evaluates the whole text (slow).
+CHUNKS ?= 32
+accuracy: build
+	@model=$$(bash scripts/fetch_model.sh) && bash scripts/fetch_texts.sh >/dev/null && \
+	  ./build/nmkit bench accuracy "$$model" --chunks $(CHUNKS)
 
 clean:
 	rm -rf build

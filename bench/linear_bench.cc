@@ -208,7 +208,20 @@ struct WeightSet {
   std::vector<float> w;  // dense-masked values as f32
   std::vector<std::shared_ptr<SparseLinear>> layers;  // nmkit (rotated)
   std::string nmkit_kind;
+  // --own-kernels: the same weight with LinearOptions::onednn = false, timed where the plan runs oneDNN.
+  std::vector<std::shared_ptr<SparseLinear>> own_layers;
 };
+
+// The set's rotated layers from make(options), and with own = true also from make(options without oneDNN).
+void set_layers(WeightSet& set, const std::function<Result<SparseLinear>(const LinearOptions&)>& make,
+                const LinearOptions& options, bool own) {
+  size_t bytes = 0;
+  set.layers = rotated_layers([&] { return make(options); }, &bytes);
+  if (!own) return;
+  LinearOptions without = options;
+  without.onednn = false;
+  set.own_layers = rotated_layers([&] { return make(without); }, &bytes);
+}
 
 }  // namespace
 
@@ -279,16 +292,14 @@ int run_linear_bench(const LinearBenchOptions& options) {
       // Weight forms: dense plus each pattern (2:4 as sparse24, others as nm; int8: sparse24 and slid).
       std::vector<WeightSet> sets;
       {
-        WeightSet s{dtype_name_text, "dense", w_dense.to_f32(), {}, "dense"};
+        WeightSet s{dtype_name_text, "dense", w_dense.to_f32(), {}, "dense", {}};
         if (!is_int8) {
-          size_t bytes = 0;
-          s.layers = rotated_layers([&] { return SparseLinear::dense(w_dense.view(), lin); }, &bytes);
+          set_layers(s, [&](const LinearOptions& o) { return SparseLinear::dense(w_dense.view(), o); }, lin, options.own_kernels);
         } else {
           LinearOptions q = lin;
           q.int8 = true;
-          size_t bytes = 0;
           if (SparseLinear::dense(w_dense.view(), q).ok()) {
-            s.layers = rotated_layers([&] { return SparseLinear::dense(w_dense.view(), q); }, &bytes);
+            set_layers(s, [&](const LinearOptions& o) { return SparseLinear::dense(w_dense.view(), o); }, q, options.own_kernels);
           }
         }
         sets.push_back(std::move(s));
@@ -296,30 +307,29 @@ int run_linear_bench(const LinearBenchOptions& options) {
       for (const Pattern& pattern : options.patterns) {
         auto pruned = prune(w_dense.view(), pattern, PruneMethod::Magnitude, {}, "w");
         NMKIT_ASSERT(pruned.ok());
-        WeightSet s{dtype_name_text, pattern.str(), pruned->pruned.to_f32(), {}, ""};
+        WeightSet s{dtype_name_text, pattern.str(), pruned->pruned.to_f32(), {}, "", {}};
         std::vector<WeightSet> extra;
-        size_t bytes = 0;
         if (!is_int8) {
           if (pattern == Pattern{2, 4}) {
             auto packed = compress_sparse24(pruned->pruned.view(), "w");
             NMKIT_ASSERT(packed.ok());
-            s.layers = rotated_layers([&] { return SparseLinear::sparse24(*packed, lin); }, &bytes);
+            set_layers(s, [&](const LinearOptions& o) { return SparseLinear::sparse24(*packed, o); }, lin, options.own_kernels);
             if (store == DType::BF16) {
               // The same weight with bf16 activations (vdpbf16ps where the tier has it) as its own row.
               LinearOptions bx = lin;
               bx.bf16_activations = true;
-              extra.push_back(WeightSet{dtype_name_text, pattern.str(), s.w, {}, "bf16x"});
-              extra.back().layers = rotated_layers([&] { return SparseLinear::sparse24(*packed, bx); }, &bytes);
+              extra.push_back(WeightSet{dtype_name_text, pattern.str(), s.w, {}, "bf16x", {}});
+              set_layers(extra.back(), [&](const LinearOptions& o) { return SparseLinear::sparse24(*packed, o); }, bx, options.own_kernels);
             }
           } else if (pattern.group <= 16) {
             auto packed = compress_nm(pruned->pruned.view(), pattern, "w");
             NMKIT_ASSERT(packed.ok());
-            s.layers = rotated_layers([&] { return SparseLinear::nm(*packed, lin); }, &bytes);
+            set_layers(s, [&](const LinearOptions& o) { return SparseLinear::nm(*packed, o); }, lin, options.own_kernels);
             if (store == DType::BF16) {
               LinearOptions bx = lin;
               bx.bf16_activations = true;
-              extra.push_back(WeightSet{dtype_name_text, pattern.str(), s.w, {}, "bf16x"});
-              extra.back().layers = rotated_layers([&] { return SparseLinear::nm(*packed, bx); }, &bytes);
+              extra.push_back(WeightSet{dtype_name_text, pattern.str(), s.w, {}, "bf16x", {}});
+              set_layers(extra.back(), [&](const LinearOptions& o) { return SparseLinear::nm(*packed, o); }, bx, options.own_kernels);
             }
           }
         } else {
@@ -329,7 +339,7 @@ int run_linear_bench(const LinearBenchOptions& options) {
             auto packed = compress_sparse24(pruned->pruned.view(), "w");
             NMKIT_ASSERT(packed.ok());
             if (SparseLinear::sparse24(*packed, q).ok()) {
-              s.layers = rotated_layers([&] { return SparseLinear::sparse24(*packed, q); }, &bytes);
+              set_layers(s, [&](const LinearOptions& o) { return SparseLinear::sparse24(*packed, o); }, q, options.own_kernels);
             }
           } else if (pattern.slidable()) {
             auto geometry = SlideGeometry::make(pattern, K);
@@ -337,7 +347,7 @@ int run_linear_bench(const LinearBenchOptions& options) {
             auto slid = slide(pruned->pruned.view(), *geometry, "w");
             NMKIT_ASSERT(slid.ok());
             if (SparseLinear::slid(slid->view(), *geometry, q).ok()) {
-              s.layers = rotated_layers([&] { return SparseLinear::slid(slid->view(), *geometry, q); }, &bytes);
+              set_layers(s, [&](const LinearOptions& o) { return SparseLinear::slid(slid->view(), *geometry, o); }, q, options.own_kernels);
             }
           }
         }
@@ -402,17 +412,23 @@ int run_linear_bench(const LinearBenchOptions& options) {
             r.dense = dense;
             return r;
           };
-          if (!set.layers.empty()) {
+          // nmkit as planned, and with --own-kernels its own kernels where the plan runs oneDNN.
+          for (const auto* layers : {&set.layers, &set.own_layers}) {
+            if (layers->empty()) continue;
+            const SparseLinear& first = *(*layers)[0];
+            if (layers == &set.own_layers && first.kernel_name(M) == set.layers[0]->kernel_name(M)) continue;
             Candidate c;
-            c.record = base_record("nmkit " + set.layers[0]->kernel_name(M), set.pattern == "dense", threads);
-            c.record.byte_ratio = set.layers[0]->byte_ratio();
-            c.bytes = static_cast<double>(set.layers[0]->bytes_streamed());
-            c.copies = static_cast<int>(set.layers.size());
+            // A dense row counts as dense (the speedup baseline) only as planned.
+            c.record = base_record("nmkit " + first.kernel_name(M), set.pattern == "dense" && layers == &set.layers,
+                                   threads);
+            c.record.byte_ratio = first.byte_ratio(M);
+            c.bytes = static_cast<double>(first.bytes_streamed(M));
+            c.copies = static_cast<int>(layers->size());
             c.check.int8 = is_int8;
             c.check.bf16_x = set.nmkit_kind == "bf16x";
             c.warm_every_copy = true;
-            c.call = [&, layers = set.layers](int i) {
-              NMKIT_ASSERT(layers[static_cast<size_t>(i)]->apply(p.x.data(), M, p.y.data()).ok());
+            c.call = [&, list = *layers](int i) {
+              NMKIT_ASSERT(list[static_cast<size_t>(i)]->apply(p.x.data(), M, p.y.data()).ok());
             };
             candidates.push_back(std::move(c));
           }

@@ -14,15 +14,19 @@
 namespace nmkit::bench {
 
 struct LinearBenchOptions {
-  // (rows, K): Llama-3-8B q/o (4096 x 4096) and gate/up (14336 x 4096) projections.
+  // (rows, K): Llama-3-8B q/o (4096 x 4096) and gate/up (14336 x 4096) projections; the CLI's
+  // --shapes adds SmolLM2's and a 7B model's.
   std::vector<std::pair<int64_t, int64_t>> shapes{{4096, 4096}, {14336, 4096}};
-  std::vector<int64_t> Ms{1, 16, 256};
+  std::vector<int64_t> Ms{1, 16, 64, 256, 512};
   std::vector<Pattern> patterns{{2, 4}, {6, 8}};
   std::vector<std::string> dtypes{"f32", "bf16", "int8"};
   std::string json_path;         // empty: no JSON
   double min_seconds = 0.2;      // per timed kernel, after warm-up
   bool baselines = true;         // OpenBLAS, oneDNN, Eigen
   std::optional<IsaTier> tier;   // nmkit's kernels (default: the active tier)
+  // Also time nmkit's own kernels (LinearOptions::onednn = false) where the plan runs oneDNN: the
+  // measurement behind the plan's oneDNN thresholds (src/linear/linear_plan.cc).
+  bool own_kernels = false;
 };
 
 // Prints the table (and writes the JSON list of records); returns the process exit code (1 when a

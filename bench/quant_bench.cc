@@ -51,7 +51,7 @@ Tensor random_bf16(int64_t M, int64_t K, uint64_t seed) {
 bool agrees(const Tensor& x, QuantType type, const SlideGeometry* lift, const std::byte* codes,
             const float* scales) {
   const int64_t M = x.rows(), K = x.cols();
-  const int64_t cols = lift ? lift->K_prime : K;
+  const int64_t cols = lift ? lift->K_prime() : K;
   for (int64_t m : {int64_t{0}, M - 1}) {
     TensorView row{DType::BF16, {1, K}, x.data() + m * K * 2};
     const Quantized want = ref_quantize(row, type, lift);
@@ -79,9 +79,11 @@ std::vector<Measured> measure(const Buffers& b, QuantType type, const std::vecto
   const int64_t M = b.inputs[0].rows(), K = b.inputs[0].cols();
   const int copies = static_cast<int>(b.inputs.size());
   float* scales = const_cast<float*>(b.scales.data());
+  const auto table = cpu::kernels();  // `nmkit bench` checked NMKIT_ISA before it got here
+  NMKIT_ASSERT(table.ok());
   const auto call = [&](const SlideGeometry* lift, int c) {
-    Status s = quantize_rows_with(cpu::kernels().quant, b.inputs[static_cast<size_t>(c)].view(), type, lift,
-                                  b.codes[static_cast<size_t>(c)].get(), lift ? lift->K_prime : K, scales, "x",
+    Status s = quantize_rows_with((*table)->quant, b.inputs[static_cast<size_t>(c)].view(), type, lift,
+                                  b.codes[static_cast<size_t>(c)].get(), lift ? lift->K_prime() : K, scales, "x",
                                   stream ? StreamStores::Always : StreamStores::Auto);
     NMKIT_ASSERT(s.ok());
   };
@@ -103,7 +105,7 @@ std::vector<Measured> measure(const Buffers& b, QuantType type, const std::vecto
     const auto n = samples[i].size();
     out[i].ms = n % 2 ? samples[i][n / 2] : 0.5 * (samples[i][n / 2 - 1] + samples[i][n / 2]);
     out[i].min_ms = samples[i][0];
-    const int64_t cols = lifts[i] ? lifts[i]->K_prime : K;
+    const int64_t cols = lifts[i] ? lifts[i]->K_prime() : K;
     out[i].bytes = static_cast<double>(M * K * 2 + M * cols + 4 * M);
     call(lifts[i], 0);
     out[i].ok = agrees(b.inputs[0], type, lifts[i], b.codes[0].get(), scales);
@@ -145,7 +147,7 @@ int run_quant_bench(const QuantBenchOptions& options) {
       int64_t widest = K;
       for (const Pattern& p : options.patterns) {
         auto g = SlideGeometry::make(p, K, options.align);
-        if (g.ok()) widest = std::max(widest, g->K_prime);
+        if (g.ok()) widest = std::max(widest, g->K_prime());
       }
       const auto per_copy = static_cast<size_t>(M * K * 2 + M * widest);
       const int copies = rotation_copies(per_copy, 64);
@@ -175,13 +177,13 @@ int run_quant_bench(const QuantBenchOptions& options) {
           const double ratio = fused.ms / plain.ms;
           const double floor = fused.bytes / plain.bytes;
           const auto rfo_bytes = [&](int64_t cols) { return static_cast<double>(M * K * 2 + 2 * M * cols + 8 * M); };
-          const double floor_rfo = rfo_bytes(g->K_prime) / rfo_bytes(K);
+          const double floor_rfo = rfo_bytes(g->K_prime()) / rfo_bytes(K);
           fmt::print("{:>5} {:>5} {:>5} {:>6} {:>6} {:>10} {:>10} {:>8} {:>8} {:>7} {:>7} {:>9} {:>6}{}\n", K, M,
-                     quant_type_name(type), p.str(), g->K_prime, fixed(plain.ms, 4), fixed(fused.ms, 4),
+                     quant_type_name(type), p.str(), g->K_prime(), fixed(plain.ms, 4), fixed(fused.ms, 4),
                      fixed(plain.gbs(), 1), fixed(fused.gbs(), 1), fixed(ratio, 3), fixed(floor, 3),
                      fixed(ratio / floor, 3), fixed(floor_rfo, 3), plain.ok && fused.ok ? "" : "  MISMATCH");
           records.push_back({{"K", K}, {"M", M}, {"type", quant_type_name(type)}, {"pattern", p.str()},
-                             {"K_prime", g->K_prime}, {"plain_ms", plain.ms}, {"fused_ms", fused.ms},
+                             {"K_prime", g->K_prime()}, {"plain_ms", plain.ms}, {"fused_ms", fused.ms},
                              {"plain_gbs", plain.gbs()}, {"fused_gbs", fused.gbs()}, {"ratio", ratio},
                              {"byte_ratio", floor}, {"byte_ratio_rfo", floor_rfo}, {"copy_gbs", copy_gbs}, {"tier", tier_name(*tier)},
                              {"threads", thread_count()}, {"plain_min_ms", plain.min_ms},

@@ -10,10 +10,16 @@ packages=(cmake g++ make git python3 python3-pip unzip
           libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libfmt-dev
           libeigen3-dev libopenblas-dev libdnnl-dev
           # RE2: --include/--exclude match in linear time without recursion (issue 13, C2).
-          libre2-dev pkg-config
+          libre2-dev
+          # the tokenizer's pre-tokenizer regexes (UTF + Unicode properties), found by pkg-config
+          libpcre2-dev pkg-config
+          # LAPACKE: the C interface to LAPACK (Cholesky for SparseGPT, src/calib).
+          liblapacke-dev
           # oneDNN's CMake config looks for OpenCL and stops the configure without it; apt-get only
           # recommends the package, and recommendations are not installed here.
-          ocl-icd-opencl-dev)
+          ocl-icd-opencl-dev
+          # CI's fuzz job (scripts/fuzz.sh): clang with libFuzzer and its sanitizer runtimes.
+          clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -30,6 +36,18 @@ if ! python3 -c 'import numpy' 2>/dev/null; then
   echo "setup: installing numpy (pip)" >&2
   python3 -m pip install --quiet numpy 2>/dev/null || python3 -m pip install --quiet --break-system-packages numpy
 fi
+
+# tokenizers + gguf: the independent oracles of the tokenizer test (tests/tokenizer), which builds
+# `tokenizers` tokenizers from SmolLM2's vocabulary read with the `gguf` reader, and of nmkit's GGUF
+# reader, dequantization and writer (tests/gguf). gguf is pinned: the oracle's float32 operation
+# order is its code's.
+for spec in tokenizers gguf==0.19.0; do
+  module=${spec%%==*}
+  if ! python3 -c "import $module" 2>/dev/null; then
+    echo "setup: installing $spec (pip)" >&2
+    python3 -m pip install --quiet "$spec" 2>/dev/null || python3 -m pip install --quiet --break-system-packages "$spec"
+  fi
+done
 
 # A configure that failed leaves a cache but no build files: configure again then.
 if [ ! -f build/CMakeCache.txt ] || [ ! -f build/Makefile ]; then

@@ -19,12 +19,15 @@ namespace nmkit {
 // idx0 | idx1 << 2 with idx0 < idx1; group 2b in the low nibble of byte b, group 2b+1 in the high
 // nibble (the lowest K in the lowest bits, as the hardware reads it). A group with fewer than two
 // non-zeros names its non-zero positions, then the lowest-index zero positions.
+// Only K is stored besides the parts: dtype and rows are the values tensor's, so they cannot
+// disagree with it (validate checks meta against them).
 struct Sparse24 {
-  DType dtype = DType::F32;
-  int64_t rows = 0;
   int64_t K = 0;
   Tensor values;  // dtype, [rows, K_pad/2]
   Tensor meta;    // U8, [rows, meta_stride]
+
+  DType dtype() const { return values.dtype(); }
+  int64_t rows() const { return values.shape().empty() ? 0 : values.shape()[0]; }
 
   int64_t K_pad() const { return (K + 3) / 4 * 4; }
   int64_t meta_stride() const { return (K_pad() + 7) / 8; }
@@ -36,13 +39,15 @@ struct Sparse24 {
 // stride, so a kernel can seek to any group), filled like sparse24. mask (rows, ceil(K_pad/8))
 // bytes, K_pad = groups*group: bit k of a row is bit k%8 of byte k/8, exactly `keep` bits set per
 // group (padding positions of the tail group may be among them).
+// As for Sparse24, dtype and rows are the values tensor's.
 struct NMPacked {
   Pattern pattern;
-  DType dtype = DType::F32;
-  int64_t rows = 0;
   int64_t K = 0;
   Tensor values;  // dtype, [rows, groups*keep]
   Tensor mask;    // U8, [rows, mask_stride]
+
+  DType dtype() const { return values.dtype(); }
+  int64_t rows() const { return values.shape().empty() ? 0 : values.shape()[0]; }
 
   int64_t groups() const { return pattern.groups(K); }
   int64_t K_pad() const { return pattern.padded(K); }

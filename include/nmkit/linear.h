@@ -3,17 +3,26 @@
 // repacked into the layout its kernel streams best) and applied to many inputs.
 //
 // Regimes (design.md 8). For M up to about 16 a call is bound by the bytes of weights it streams, so
-// the ceiling on speedup over dense is the byte ratio (byte_ratio()); the kernels stream the packed
-// weight once per call (per block of tokens for large M) with several rows in flight and the
-// activations in registers or L1. Larger M is bound by arithmetic; there the best a CPU can do is to
-// match dense: from 64 tokens per call, bf16 dense and INT8 sparse24 weights (and nm below AVX-512)
-// are decompressed one row block at a time into a dense tile that the dense micro-kernel then runs
-// on. The AVX-512 nm kernel does the same from 5 tokens in L1-sized K slabs (4 rows x ~1024 K), each
-// expanded once for all the call's tokens; up to 4 tokens it streams without a tile. On AVX-512,
-// sparse24 f32 and bf16 weights (f32 activations) from 8 tokens run on token lanes instead: X is
-// transposed once per call so that 16 tokens share a ZMM, and each kept value is one broadcast FMA
-// at the K its 2-bit position names, so only the kept half of the products is executed and
-// sparse24 beats dense in the compute-bound regime too.
+// the ceiling on speedup over dense is the byte ratio (byte_ratio()); nmkit's kernels stream the
+// packed weight once per call (per block of tokens for large M) with several rows in flight and the
+// activations in registers or L1, and on AVX-512 sparse24 f32/bf16 weights run on token lanes (X
+// transposed so that 16 tokens share a ZMM; each kept value is one broadcast FMA, so only the kept
+// products are executed). Larger M is bound by arithmetic; there the best a CPU without sparse units
+// can do is to match dense, and the fastest dense GEMM here is oneDNN's: from a token count per form
+// (the plan, src/linear/linear_plan.cc, holds every threshold with its measurement) a call runs
+// oneDNN's matmul on the weight decompressed once into oneDNN's prepacked dense layout. That copy is
+// built by the first such call (rows * K * 4 bytes for f32 and for bf16 weights with f32 activations,
+// 2 for bf16 activations, 1 for int8) and then held beside the sparse form. kernel_name(M) names the
+// form and kernel a call of M tokens runs.
+//
+// Non-finite activations: a NaN or infinity in X is an Error naming its row and column, on every
+// path and tier (the int8 paths cannot represent it; the float paths would spread it silently to
+// every output of its token).
+//
+// Threads: apply() may be called from several threads at once on one SparseLinear (each call uses
+// its own buffers; forms built on first use are built once). set_bias() must not run concurrently
+// with apply() or another set_bias() on the same SparseLinear. A call splits its work over the pool
+// of include/nmkit/threads.h (oneDNN's calls over its OpenMP threads, set to the same count).
 //
 // Layout (the packed weight; X is copied once per call into rows of K_x = K rounded up to the chunk
 // width, zero-filled, so kernels never see a tail):
@@ -63,9 +72,12 @@ struct LinearOptions {
   // pairs with vdpbf16ps, twice the
   // products per instruction of f32 FMA: for the compute-bound end of decode (M around 16).
   bool bf16_activations = false;
+  // Calls of many tokens may run oneDNN's matmul on a dense prepacked copy of the weight (see
+  // Regimes). false keeps every call on nmkit's own kernels (for comparison and tests).
+  bool onednn = true;
 };
 
-namespace cpu { struct PackedLinear; }
+namespace linear { struct LinearLayer; }
 
 class SparseLinear {
  public:
@@ -109,27 +121,32 @@ class SparseLinear {
   DType weight_dtype() const;  // F32, BF16 or I8
   Pattern pattern() const;     // 2:4 for sparse24 and slid, the stored pattern for nm (dense: 2:4, unused)
   IsaTier tier() const;
-  // "avx512 sparse24 bf16", "scalar dense f32", "avx2 slid6:8 int8", "avx512 nm6:8 f32 as slid", ...
+  // The form of a one-token call: "avx512 sparse24 bf16", "scalar dense f32", "avx2 slid6:8 int8",
+  // "avx512 nm6:8 f32 as slid", ... (kernel_name(1)).
   std::string kernel_name() const;
-  // The kernel a call of M tokens runs: kernel_name(), or for a slid INT8 weight (slid()) or an nm
-  // weight packed slid (nm()) from the token count at which it runs its unslid form, that form's.
+  // The form and kernel a call of M tokens runs, from the one plan apply() follows: kernel_name()
+  // plus " token lanes", " slabs", " tiles" or " onednn" where that route runs, and "as dense" (slid
+  // INT8) or the nm form (nm packed slid) where a slid weight runs its unslid form.
   std::string kernel_name(int64_t M) const;
 
-  // Bytes of packed weight (values, indices or mask, scales) one call streams.
+  // Bytes of weight (values, indices or mask, scales) one call of M tokens streams: the packed form,
+  // or the unslid or oneDNN dense copy where the plan runs that. Without M: a one-token call.
   size_t bytes_streamed() const;
+  size_t bytes_streamed(int64_t M) const;
   // The memory-bound ceiling on speedup: the bytes of the same weight stored dense in the same dtype
-  // (rows * K * dtype size; for int8 with its per-row scales) over bytes_streamed().
+  // (rows * K * dtype size; for int8 with its per-row scales) over bytes_streamed(M).
   double byte_ratio() const;
+  double byte_ratio(int64_t M) const;
   // The arithmetic ceiling: dense multiply-adds over the multiply-adds of the sparse form (2 for
   // 2:4, group/keep for nm, N/(N-1) for slid). A CPU without sparse units reaches it only where it
-  // is memory-bound, so theoretical_speedup() is byte_ratio() for decode (M <= 16) and 1 beyond.
+  // is memory-bound, so theoretical_speedup(M) is byte_ratio(M) for decode (M <= 16) and 1 beyond.
   double mac_ratio() const;
   double theoretical_speedup(int64_t M) const;
 
  private:
   friend struct SparseLinearAccess;
-  explicit SparseLinear(std::unique_ptr<cpu::PackedLinear> packed);
-  std::unique_ptr<cpu::PackedLinear> packed_;
+  explicit SparseLinear(std::unique_ptr<linear::LinearLayer> layer);
+  std::unique_ptr<linear::LinearLayer> layer_;
 };
 
 }  // namespace nmkit

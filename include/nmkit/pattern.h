@@ -21,8 +21,9 @@ struct Pattern {
   static Result<Pattern> make(int keep, int group);
 
   std::string str() const { return std::to_string(keep) + ":" + std::to_string(group); }
-  // Groups per row of K elements, the tail group included.
-  int64_t groups(int64_t K) const { return (K + group - 1) / group; }
+  // Groups per row of K >= 0 elements, the tail group included (no K + group - 1, which would
+  // overflow for K near 2^63).
+  int64_t groups(int64_t K) const { return K / group + (K % group != 0 ? 1 : 0); }
   // K rounded up to whole groups.
   int64_t padded(int64_t K) const { return groups(K) * group; }
   // Even group and keep <= group - 2: slides onto 2:4 windows (design.md section 5).

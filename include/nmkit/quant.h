@@ -29,9 +29,9 @@ enum class QuantType : uint8_t { Int8, E4M3 };
 std::string_view quant_type_name(QuantType type);  // "int8", "e4m3"
 std::optional<QuantType> quant_type_from_name(std::string_view name);
 // Dtype of the codes: I8 for Int8, F8_E4M3 for E4M3 (one byte each).
-DType quant_code_dtype(QuantType type);
+inline DType quant_code_dtype(QuantType type) { return type == QuantType::Int8 ? DType::I8 : DType::F8_E4M3; }
 // The largest code magnitude: 127 or 448.
-float quant_max(QuantType type);
+inline float quant_max(QuantType type) { return type == QuantType::Int8 ? 127.0f : 448.0f; }
 
 // OCP FP8 E4M3 ("e4m3fn"): 1 sign, 4 exponent (bias 7), 3 mantissa bits; no infinities; NaN is
 // S.1111.111; largest finite 448 = 0x7E; subnormals are m * 2^-9.

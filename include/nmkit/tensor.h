@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,21 @@ namespace nmkit {
 
 using Shape = std::vector<int64_t>;
 
+// Checked size arithmetic: every product of sizes (element counts, byte counts, padded widths) goes
+// through these, so a hostile shape such as [2^32, 2^31, 0] or [2^62, 4] never overflows int64.
+// a * b for a, b >= 0; nullopt when either is negative or the product exceeds INT64_MAX.
+std::optional<int64_t> checked_mul(int64_t a, int64_t b);
+// a + b for a, b >= 0; nullopt when either is negative or the sum exceeds INT64_MAX.
+std::optional<int64_t> checked_add(int64_t a, int64_t b);
+// Elements of `shape`: 0 when any dimension is 0 (whatever the others), nullopt when a dimension is
+// negative or the product exceeds INT64_MAX.
+std::optional<int64_t> checked_numel(const Shape& shape);
+// Bytes of a `dtype` tensor of `shape`, nullopt as for checked_numel or when the bytes exceed
+// INT64_MAX.
+std::optional<int64_t> checked_nbytes(const Shape& shape, DType dtype);
+
+// checked_numel, or -1 for a shape it refuses (shapes from files are checked by their readers, so
+// -1 reaches no kernel; a caller that builds shapes itself checks numel() >= 0).
 int64_t shape_numel(const Shape& shape);
 std::string shape_str(const Shape& shape);  // "[384, 1536]"
 
@@ -23,7 +39,7 @@ struct TensorView {
   const std::byte* data = nullptr;
 
   int64_t numel() const { return shape_numel(shape); }
-  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
+  size_t nbytes() const;  // numel() * dtype size; asserts a valid shape (numel() >= 0)
   int64_t rows() const { return shape.at(0); }           // 2-D only
   int64_t cols() const { return shape.at(1); }           // 2-D only: K
   template <class T> const T* as() const { return reinterpret_cast<const T*>(data); }
@@ -32,7 +48,8 @@ struct TensorView {
 class Tensor {
  public:
   Tensor() = default;
-  // Uninitialised storage: every producer writes all of it.
+  // Uninitialised storage: every producer writes all of it. The shape must pass checked_nbytes
+  // (an internal invariant: asserted).
   static Tensor empty(DType dtype, Shape shape);
   static Tensor zeros(DType dtype, Shape shape);
   // Converts f32 values to a prunable dtype (exact for values representable in it).

@@ -6,10 +6,48 @@
 
 namespace nmkit {
 
-int64_t shape_numel(const Shape& shape) {
+std::optional<int64_t> checked_mul(int64_t a, int64_t b) {
+  int64_t product = 0;
+  if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &product)) return std::nullopt;
+  return product;
+}
+
+std::optional<int64_t> checked_add(int64_t a, int64_t b) {
+  int64_t sum = 0;
+  if (a < 0 || b < 0 || __builtin_add_overflow(a, b, &sum)) return std::nullopt;
+  return sum;
+}
+
+std::optional<int64_t> checked_numel(const Shape& shape) {
+  bool any_zero = false;
+  for (const int64_t d : shape) {
+    if (d < 0) return std::nullopt;
+    any_zero |= d == 0;
+  }
+  // An empty dimension makes the product 0 whatever the others are; multiplying in order first
+  // would overflow on [2^32, 2^31, 0].
+  if (any_zero) return 0;
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (const int64_t d : shape) {
+    const auto next = checked_mul(n, d);
+    if (!next) return std::nullopt;
+    n = *next;
+  }
   return n;
+}
+
+std::optional<int64_t> checked_nbytes(const Shape& shape, DType dtype) {
+  const auto numel = checked_numel(shape);
+  if (!numel) return std::nullopt;
+  return checked_mul(*numel, static_cast<int64_t>(dtype_size(dtype)));
+}
+
+int64_t shape_numel(const Shape& shape) { return checked_numel(shape).value_or(-1); }
+
+size_t TensorView::nbytes() const {
+  const auto bytes = checked_nbytes(shape, dtype);
+  NMKIT_ASSERT(bytes.has_value());
+  return static_cast<size_t>(*bytes);
 }
 
 std::string shape_str(const Shape& shape) {
@@ -25,7 +63,9 @@ Tensor Tensor::empty(DType dtype, Shape shape) {
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
-  t.nbytes_ = static_cast<size_t>(shape_numel(t.shape_)) * dtype_size(dtype);
+  const auto nbytes = checked_nbytes(t.shape_, dtype);
+  NMKIT_ASSERT(nbytes.has_value());
+  t.nbytes_ = static_cast<size_t>(*nbytes);
   // new[] without () leaves the bytes uninitialised: producers write every byte, and a 1 GB
   // output should not be zeroed first.
   t.data_.reset(new std::byte[t.nbytes_ > 0 ? t.nbytes_ : 1]);

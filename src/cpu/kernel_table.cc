@@ -1,8 +1,6 @@
 #include "cpu/kernel_table.h"
 
 #include <array>
-#include <cstdio>
-#include <cstdlib>
 #include <mutex>
 
 namespace nmkit::cpu {
@@ -21,16 +19,10 @@ const KernelTable& kernels_for(IsaTier tier) {
   return tables[index];
 }
 
-const KernelTable& kernels() {
-  static const KernelTable& table = [] () -> const KernelTable& {
-    auto tier = active_tier();
-    if (!tier.ok()) {
-      std::fprintf(stderr, "nmkit: %s\n", tier.error().message().c_str());
-      std::exit(2);
-    }
-    return kernels_for(*tier);
-  }();
-  return table;
+Result<const KernelTable*> kernels() {
+  auto tier = active_tier();  // read once per process
+  if (!tier.ok()) return tier.error();
+  return &kernels_for(*tier);
 }
 
 }  // namespace nmkit::cpu

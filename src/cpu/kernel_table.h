@@ -5,6 +5,7 @@
 #include "cpu/linear_kernels.h"
 #include "cpu/quant_kernels.h"
 #include "nmkit/cpu.h"
+#include "nmkit/status.h"
 
 namespace nmkit::cpu {
 
@@ -14,9 +15,10 @@ struct KernelTable {
   LinearKernels linear;
 };
 
-// The table of the active tier (NMKIT_ISA, else the best detected), built once. Aborts with a
-// message when NMKIT_ISA names an unknown or unsupported tier (the CLI checks active_tier() first).
-const KernelTable& kernels();
+// The table of the active tier (NMKIT_ISA, else the best detected), built once. An NMKIT_ISA that
+// names an unknown or unsupported tier is the Error of active_tier(), returned to every call that
+// needs the table (the library never exits).
+Result<const KernelTable*> kernels();
 // The table of any tier this machine runs (tests compare every tier against the reference).
 const KernelTable& kernels_for(IsaTier tier);
 

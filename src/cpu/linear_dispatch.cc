@@ -18,24 +18,4 @@ void fill_linear_kernels(IsaTier tier, LinearKernels& slots) {
   }
 }
 
-LinearFn linear_kernel_for(const LinearKernels& kernels, PackedKind kind, DType dtype) {
-  switch (kind) {
-    case PackedKind::Dense:
-      if (dtype == DType::F32) return kernels.dense_f32;
-      if (dtype == DType::BF16) return kernels.dense_bf16;
-      if (dtype == DType::I8) return kernels.dense_i8;
-      return nullptr;
-    case PackedKind::Sparse24:
-      if (dtype == DType::F32) return kernels.sparse24_f32;
-      if (dtype == DType::BF16) return kernels.sparse24_bf16;
-      if (dtype == DType::I8) return kernels.sparse24_i8;
-      return nullptr;
-    case PackedKind::NM:
-      if (dtype == DType::F32) return kernels.nm_f32;
-      if (dtype == DType::BF16) return kernels.nm_bf16;
-      return nullptr;
-  }
-  return nullptr;
-}
-
 }  // namespace nmkit::cpu

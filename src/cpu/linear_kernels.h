@@ -13,7 +13,6 @@
 
 #include "nmkit/cpu.h"
 #include "nmkit/dtype.h"
-#include "nmkit/linear.h"
 #include "nmkit/pattern.h"
 #include "nmkit/slide_geometry.h"
 
@@ -118,16 +117,17 @@ struct LinearKernels {
   LinearFn sparse24_i8 = nullptr;
   // sparse24 bf16 weights times bf16 activations (call.x_bf16), null where the tier has no bf16 dot.
   LinearFn sparse24_bf16x = nullptr;
-  // nm bf16 weights times bf16 activations (call.x_bf16; call.x holds them as f32 too), or null.
-  LinearFn nm_bf16x = nullptr;
   // sparse24 f32/bf16 weights on token lanes (call.xt): each kept value is broadcast and multiplies
   // the 16 tokens' activations at its K, so only the kept products are executed; null where the tier
-  // has none. SparseLinear uses them from kTokenLaneMin tokens.
+  // has none. The plan (src/linear/linear_plan.cc) says from how many tokens.
   LinearFn sparse24_f32_lanes = nullptr;
   LinearFn sparse24_bf16_lanes = nullptr;
-  // The nm kernels expand each row block's K slabs once for all the call's tokens, so no M needs the
-  // tile path for nm (set by AVX-512, src/cpu/avx512/linear_nm_slabs.h).
-  bool nm_slabs = false;
+  // nm kernels that expand each row block's K slabs once for all the call's tokens (AVX-512,
+  // src/cpu/avx512/linear_nm_slabs.h), or null; bf16x: bf16 weights times bf16 activations
+  // (call.x_bf16) with vdpbf16ps.
+  LinearFn nm_f32_slabs = nullptr;
+  LinearFn nm_bf16_slabs = nullptr;
+  LinearFn nm_bf16x_slabs = nullptr;
   // nm rows expanded into a dense tile with the tier's expansion (null: the portable decompress_block).
   TileFn nm_tile_f32 = nullptr;
   TileFn nm_tile_bf16 = nullptr;
@@ -150,18 +150,5 @@ void fill_linear_nm_vpopcnt(LinearKernels& slots);  // lane ranks from vpopcntd 
 void fill_linear_int8(LinearKernels& slots);
 void fill_linear_token_lanes(LinearKernels& slots);  // sparse24 f32/bf16 on token lanes
 }  // namespace avx512
-
-// Decompresses row block b of a sparse (or bf16) packed weight into `tile` in the dense block layout
-// (f32 for f32/bf16 weights, int8 for int8): K_x/32 (int8: K_x/128) chunks of 4 rows. Portable code:
-// its cost is shared by all the tokens of a call.
-void decompress_block(const PackedLinear& w, int64_t b, void* tile);
-// Writes the (M, K_x) activations x as ceil(M/16) slabs of (K_x, 16): slab s, row k holds
-// x[16s .. 16s+15, k], zero past M. Portable code, once per call.
-void transpose_token_lanes(const float* x, int64_t M, int64_t K_x, float* xt);
-// Bytes of one tile of `w`.
-size_t tile_bytes(const PackedLinear& w);
-
-// The kernel slot a packed weight runs on (null when the tier lacks it).
-LinearFn linear_kernel_for(const LinearKernels& kernels, PackedKind kind, DType dtype);
 
 }  // namespace nmkit::cpu

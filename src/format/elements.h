@@ -118,7 +118,8 @@ std::optional<Violation> scan_rows(int64_t rows, int64_t K, const Scan& scan) {
   std::mutex mutex;
   std::optional<Violation> first;
   std::atomic<int64_t> stop_row{rows};
-  if (rows <= 0) return first;
+  // No columns, no groups: nothing can violate, and [2^48, 0] must not loop over its rows.
+  if (rows <= 0 || K <= 0) return first;
   // ~64K elements per grain: big enough to amortise the hand-off, small enough to balance.
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, K));
   parallel_for(rows, grain, [&](int64_t r0, int64_t r1) {

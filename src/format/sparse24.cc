@@ -22,7 +22,7 @@ Status pack_rows(const TensorView& dense, Sparse24& out, std::string_view name) 
   const E mag = static_cast<E>(magnitude_bits_mask(dense.dtype));
   const int64_t K = out.K, groups = out.K_pad() / 4, stride = out.meta_stride();
   const auto violation = format_detail::scan_rows(
-      out.rows, K,
+      out.rows(), K,
       [&](int64_t r0, int64_t r1, const std::atomic<int64_t>& stop) -> std::optional<Violation> {
         for (int64_t r = r0; r < r1 && r < stop.load(std::memory_order_relaxed); ++r) {
           const std::byte* row = dense.data + static_cast<size_t>(r * K) * sizeof(E);
@@ -64,11 +64,9 @@ bool valid_nibble(unsigned nibble) {
 Result<Sparse24> compress_sparse24(const TensorView& dense, std::string_view name) {
   NMKIT_TRY(check_dense(dense, name));
   Sparse24 out;
-  out.dtype = dense.dtype;
-  out.rows = dense.rows();
   out.K = dense.cols();
-  out.values = Tensor::empty(dense.dtype, {out.rows, out.K_pad() / 2});
-  out.meta = Tensor::empty(DType::U8, {out.rows, out.meta_stride()});
+  out.values = Tensor::empty(dense.dtype, {dense.rows(), out.K_pad() / 2});
+  out.meta = Tensor::empty(DType::U8, {dense.rows(), out.meta_stride()});
   if (dtype_size(dense.dtype) == 4) {
     NMKIT_TRY(pack_rows<uint32_t>(dense, out, name));
   } else {
@@ -78,10 +76,13 @@ Result<Sparse24> compress_sparse24(const TensorView& dense, std::string_view nam
 }
 
 Tensor decompress(const Sparse24& packed) {
-  const size_t es = dtype_size(packed.dtype);
-  Tensor dense = Tensor::empty(packed.dtype, {packed.rows, packed.K});
+  const size_t es = dtype_size(packed.dtype());
+  Tensor dense = Tensor::empty(packed.dtype(), {packed.rows(), packed.K});
   const int64_t K = packed.K, groups = packed.K_pad() / 4, stride = packed.meta_stride();
-  parallel_for(packed.rows, std::max<int64_t>(1, 65536 / std::max<int64_t>(1, K)),
+  // An empty row has nothing to write: [2^48, 0] must not loop over 2^48 rows (the work below is
+  // then bounded by the bytes of the parts, rows * K_pad/2 values).
+  if (K == 0) return dense;
+  parallel_for(packed.rows(), std::max<int64_t>(1, 65536 / std::max<int64_t>(1, K)),
                [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t* meta = packed.meta.as<uint8_t>() + r * stride;
@@ -102,29 +103,29 @@ Tensor decompress(const Sparse24& packed) {
 
 Status validate(const Sparse24& packed, std::string_view name) {
   const std::string pre = name_prefix(name) + "sparse24: ";
-  if (!is_prunable(packed.dtype)) {
-    return Error(pre + "dtype " + std::string(dtype_name(packed.dtype)) +
+  if (!is_prunable(packed.dtype())) {
+    return Error(pre + "dtype " + std::string(dtype_name(packed.dtype())) +
                  " is not F32, F16 or BF16");
   }
-  if (packed.rows < 0 || packed.K < 0) {
-    return Error(pre + "negative logical shape [" + std::to_string(packed.rows) + ", " +
-                 std::to_string(packed.K) + "]");
+  if (packed.K < 0) return Error(pre + "negative K " + std::to_string(packed.K));
+  const int64_t rows = packed.rows();
+  const Shape values_shape{rows, packed.K_pad() / 2};
+  if (packed.values.shape() != values_shape) {
+    return Error(pre + "values are " + shape_str(packed.values.shape()) + ", expected " +
+                 shape_str(values_shape) + " for K " + std::to_string(packed.K));
   }
-  const Shape values_shape{packed.rows, packed.K_pad() / 2};
-  if (packed.values.dtype() != packed.dtype || packed.values.shape() != values_shape) {
-    return Error(pre + "values are " + std::string(dtype_name(packed.values.dtype())) + " " +
-                 shape_str(packed.values.shape()) + ", expected " +
-                 std::string(dtype_name(packed.dtype)) + " " + shape_str(values_shape));
-  }
-  const Shape meta_shape{packed.rows, packed.meta_stride()};
+  const Shape meta_shape{rows, packed.meta_stride()};
   if (packed.meta.dtype() != DType::U8 || packed.meta.shape() != meta_shape) {
     return Error(pre + "meta is " + std::string(dtype_name(packed.meta.dtype())) + " " +
                  shape_str(packed.meta.shape()) + ", expected U8 " + shape_str(meta_shape));
   }
-  const size_t es = dtype_size(packed.dtype);
-  const uint64_t mag = magnitude_bits_mask(packed.dtype);
+  const size_t es = dtype_size(packed.dtype());
+  const uint64_t mag = magnitude_bits_mask(packed.dtype());
   const int64_t K = packed.K, groups = packed.K_pad() / 4, stride = packed.meta_stride();
-  for (int64_t r = 0; r < packed.rows; ++r) {
+  // Rows without groups have nothing to check: [2^48, 0] is valid at once, and the loop below runs
+  // rows * groups <= 2 * meta bytes steps.
+  if (groups == 0) return ok_status();
+  for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* meta = packed.meta.as<uint8_t>() + r * stride;
     const std::byte* vals = packed.values.data() + static_cast<size_t>(r * groups * 2) * es;
     for (int64_t g = 0; g < groups; ++g) {

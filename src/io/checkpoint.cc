@@ -157,8 +157,6 @@ Result<LoadedWeight> load_weight(const SafetensorsFile& file, const StoredTensor
   const std::string context = file.path() + ": ";
   if (record.format == WeightFormat::Sparse24) {
     Sparse24 packed;
-    packed.dtype = record.dtype;
-    packed.rows = record.shape[0];
     packed.K = record.shape[1];
     packed.values = Tensor::copy_of(file.view(*stored.parts[0]));
     packed.meta = Tensor::copy_of(file.view(*stored.parts[1]));
@@ -168,8 +166,6 @@ Result<LoadedWeight> load_weight(const SafetensorsFile& file, const StoredTensor
   }
   NMPacked packed;
   packed.pattern = record.pattern;
-  packed.dtype = record.dtype;
-  packed.rows = record.shape[0];
   packed.K = record.shape[1];
   packed.values = Tensor::copy_of(file.view(*stored.parts[0]));
   packed.mask = Tensor::copy_of(file.view(*stored.parts[1]));

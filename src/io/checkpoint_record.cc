@@ -76,12 +76,12 @@ Result<SlideGeometry> decode_slide(const json& slide, const std::string& outer) 
                  " with K " + std::to_string(K) + " and align " + std::to_string(align) + " gives " +
                  std::to_string(expected));
   };
-  if (N != geometry->N) return mismatch("N", N, geometry->N);
+  if (N != geometry->N()) return mismatch("N", N, geometry->N());
   if (window != SlideGeometry::kWindow) return mismatch("window", window, SlideGeometry::kWindow);
   if (stride != SlideGeometry::kStride) return mismatch("stride", stride, SlideGeometry::kStride);
   if (windows != geometry->windows_per_group()) return mismatch("windows_per_group", windows, geometry->windows_per_group());
-  if (K_pad != geometry->K_pad) return mismatch("K_pad", K_pad, geometry->K_pad);
-  if (K_prime != geometry->K_prime) return mismatch("K_prime", K_prime, geometry->K_prime);
+  if (K_pad != geometry->K_pad()) return mismatch("K_pad", K_pad, geometry->K_pad());
+  if (K_prime != geometry->K_prime()) return mismatch("K_prime", K_prime, geometry->K_prime());
   return geometry;
 }
 
@@ -115,8 +115,8 @@ WeightRecord record_for(const Sparse24& packed) {
   WeightRecord record;
   record.format = WeightFormat::Sparse24;
   record.pattern = Pattern{2, 4};
-  record.dtype = packed.dtype;
-  record.shape = {packed.rows, packed.K};
+  record.dtype = packed.dtype();
+  record.shape = {packed.rows(), packed.K};
   return record;
 }
 
@@ -124,8 +124,8 @@ WeightRecord record_for(const NMPacked& packed) {
   WeightRecord record;
   record.format = WeightFormat::NM;
   record.pattern = packed.pattern;
-  record.dtype = packed.dtype;
-  record.shape = {packed.rows, packed.K};
+  record.dtype = packed.dtype();
+  record.shape = {packed.rows(), packed.K};
   return record;
 }
 
@@ -139,13 +139,13 @@ std::string encode_record(const WeightRecord& record) {
     const SlideGeometry& g = *record.slide;
     ordered_json slide = ordered_json::object();
     slide["pattern"] = g.pattern.str();
-    slide["N"] = g.N;
+    slide["N"] = g.N();
     slide["window"] = SlideGeometry::kWindow;
     slide["stride"] = SlideGeometry::kStride;
     slide["windows_per_group"] = g.windows_per_group();
     slide["K"] = g.K;
-    slide["K_pad"] = g.K_pad;
-    slide["K_prime"] = g.K_prime;
+    slide["K_pad"] = g.K_pad();
+    slide["K_prime"] = g.K_prime();
     slide["align"] = g.align;
     out["slide"] = std::move(slide);
   }
@@ -202,9 +202,9 @@ Result<WeightRecord> decode_record(std::string_view file, std::string_view name,
     if (record.pattern != Pattern{2, 4}) {
       return Error(where + "slid weight has pattern " + record.pattern.str() + "; a slid weight complies with 2:4");
     }
-    if (record.shape[1] != slide->K_prime) {
+    if (record.shape[1] != slide->K_prime()) {
       return Error(where + "slid weight has shape " + shape_str(record.shape) + " but its K_prime is " +
-                   std::to_string(slide->K_prime));
+                   std::to_string(slide->K_prime()));
     }
     record.slide = *slide;
   }

@@ -13,10 +13,4 @@ std::optional<QuantType> quant_type_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-DType quant_code_dtype(QuantType type) {
-  return type == QuantType::Int8 ? DType::I8 : DType::F8_E4M3;
-}
-
-float quant_max(QuantType type) { return type == QuantType::Int8 ? 127.0f : 448.0f; }
-
 }  // namespace nmkit

@@ -63,7 +63,7 @@ Status check_input(const TensorView& x, std::string_view name) {
 Result<Quantized> quantize_alloc(const cpu::QuantKernels& kernels, const TensorView& x,
                                  QuantType type, const SlideGeometry* lift, std::string_view name) {
   NMKIT_TRY(check_input(x, name));
-  const int64_t cols = lift != nullptr ? lift->K_prime : x.cols();
+  const int64_t cols = lift != nullptr ? lift->K_prime() : x.cols();
   Quantized q;
   q.type = type;
   q.codes = Tensor::empty(quant_code_dtype(type), {x.rows(), cols});
@@ -85,13 +85,14 @@ Status quantize_rows_with(const cpu::QuantKernels& kernels, const TensorView& x,
       return Error(label(name, "tensor") + ": K = " + std::to_string(K) +
                    " but the slide geometry has K = " + std::to_string(lift->K));
     }
-    if (lift->N < 2 || lift->N > Pattern::kMaxGroup / 2 || lift->K_prime < lift->K_prime_raw ||
-        lift->K_prime_raw != (K + 2 * lift->N - 1) / (2 * lift->N) * 4 * (lift->N - 1)) {
+    // The sizes are derived from (pattern, K, align); a geometry built by hand must still be one
+    // that SlideGeometry::make accepts.
+    if (!SlideGeometry::make(lift->pattern, lift->K, lift->align).ok()) {
       return Error(label(name, "tensor") + ": inconsistent slide geometry (use SlideGeometry::make)");
     }
-    table = &cpu::lift_table(lift->N);
+    table = &cpu::lift_table(lift->N());
   }
-  const int64_t cols = lift != nullptr ? lift->K_prime : K;
+  const int64_t cols = lift != nullptr ? lift->K_prime() : K;
   if (codes_stride < cols) {
     return Error(label(name, "tensor") + ": codes row stride " + std::to_string(codes_stride) +
                  " is below the " + std::to_string(cols) + " codes of a row");
@@ -144,31 +145,39 @@ Status quantize_rows_with(const cpu::QuantKernels& kernels, const TensorView& x,
 Status quantize_tokens_into(const TensorView& x, QuantType type, const SlideGeometry* lift,
                             std::byte* codes, int64_t codes_stride, float* scales,
                             std::string_view name) {
-  return quantize_rows_with(cpu::kernels().quant, x, type, lift, codes, codes_stride, scales, name);
+  auto table = cpu::kernels();
+  if (!table.ok()) return table.error();
+  return quantize_rows_with((*table)->quant, x, type, lift, codes, codes_stride, scales, name);
 }
 
 Result<Quantized> quantize_tokens(const TensorView& x, QuantType type, std::string_view name) {
-  return quantize_alloc(cpu::kernels().quant, x, type, nullptr, name);
+  auto table = cpu::kernels();
+  if (!table.ok()) return table.error();
+  return quantize_alloc((*table)->quant, x, type, nullptr, name);
 }
 
 Result<Quantized> quantize_lift(const TensorView& x, const SlideGeometry& geometry, QuantType type,
                                 std::string_view name) {
-  return quantize_alloc(cpu::kernels().quant, x, type, &geometry, name);
+  auto table = cpu::kernels();
+  if (!table.ok()) return table.error();
+  return quantize_alloc((*table)->quant, x, type, &geometry, name);
 }
 
 Result<Quantized> quantize_weights(const TensorView& w, QuantType type, std::string_view name) {
-  return quantize_alloc(cpu::kernels().quant, w, type, nullptr, name);
+  auto table = cpu::kernels();
+  if (!table.ok()) return table.error();
+  return quantize_alloc((*table)->quant, w, type, nullptr, name);
 }
 
 Result<QuantizedSparse24> quantize_weights(const Sparse24& w, QuantType type, std::string_view name) {
   // The values of a row hold every non-zero of the row (and zeros), so their absmax is the row's.
-  auto q = quantize_alloc(cpu::kernels().quant, w.values.view(), type, nullptr,
+  auto table = cpu::kernels();
+  if (!table.ok()) return table.error();
+  auto q = quantize_alloc((*table)->quant, w.values.view(), type, nullptr,
                           name.empty() ? std::string_view("values") : name);
   if (!q.ok()) return q.error();
   QuantizedSparse24 out;
   out.type = type;
-  out.packed.dtype = quant_code_dtype(type);
-  out.packed.rows = w.rows;
   out.packed.K = w.K;
   out.packed.values = std::move(q->codes);
   out.packed.meta = Tensor::copy_of(w.meta.view());

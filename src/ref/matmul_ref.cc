@@ -87,7 +87,7 @@ Result<MatmulResult> ref_sparse_matmul(const Sparse24& w, const TensorView& x) {
   const std::vector<float> xf = floats_of(x);
   const uint8_t* meta = w.meta.as<uint8_t>();
   MatmulResult result;
-  result.y = run(xf, x.rows(), w.rows, K, [&](int64_t r, const float* xr) {
+  result.y = run(xf, x.rows(), w.rows(), K, [&](int64_t r, const float* xr) {
     const float* vr = vf.data() + r * groups * 2;
     const uint8_t* mr = meta + r * stride;
     double acc = 0.0;
@@ -112,7 +112,7 @@ Result<MatmulResult> ref_sparse_matmul(const NMPacked& w, const TensorView& x) {
   const std::vector<float> xf = floats_of(x);
   const uint8_t* mask = w.mask.as<uint8_t>();
   MatmulResult result;
-  result.y = run(xf, x.rows(), w.rows, K, [&](int64_t r, const float* xr) {
+  result.y = run(xf, x.rows(), w.rows(), K, [&](int64_t r, const float* xr) {
     const float* vr = vf.data() + r * groups * keep;
     const uint8_t* mr = mask + r * stride;
     double acc = 0.0;

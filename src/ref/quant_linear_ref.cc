@@ -113,15 +113,15 @@ Result<Tensor> ref_quant_accumulate(const Quantized& x, const Quantized& w) {
 
 Result<Tensor> ref_quant_accumulate(const Quantized& x, const QuantizedSparse24& w) {
   const Sparse24& p = w.packed;
-  if (p.dtype != code_dtype(w.type) || p.values.dtype() != p.dtype ||
-      p.values.shape() != Shape{p.rows, p.K_pad() / 2} || p.meta.shape() != Shape{p.rows, p.meta_stride()} ||
-      w.scales.dtype() != DType::F32 || w.scales.shape() != Shape{p.rows}) {
+  if (p.dtype() != code_dtype(w.type) || p.values.dtype() != p.dtype() ||
+      p.values.shape() != Shape{p.rows(), p.K_pad() / 2} || p.meta.shape() != Shape{p.rows(), p.meta_stride()} ||
+      w.scales.dtype() != DType::F32 || w.scales.shape() != Shape{p.rows()}) {
     return Error("w: quantized sparse24 with inconsistent values " + shape_str(p.values.shape()) +
                  ", meta " + shape_str(p.meta.shape()) + " or scales " + shape_str(w.scales.shape()) +
-                 " for [" + std::to_string(p.rows) + ", " + std::to_string(p.K) + "]");
+                 " for [" + std::to_string(p.rows()) + ", " + std::to_string(p.K) + "]");
   }
   NMKIT_TRY(check_pair(x, w.type, p.K));
-  const int64_t M = x.codes.rows(), rows = p.rows, K = p.K;
+  const int64_t M = x.codes.rows(), rows = p.rows(), K = p.K;
   const int64_t groups = p.K_pad() / 4;
   const auto* xc = x.codes.as<uint8_t>();
   const auto* values = p.values.as<uint8_t>();

@@ -32,7 +32,7 @@ Quantized ref_quantize(const TensorView& x, QuantType type, const SlideGeometry*
   NMKIT_ASSERT(x.shape.size() == 2);
   const int64_t M = x.rows();
   const int64_t K = x.cols();
-  const int64_t cols = lift != nullptr ? lift->K_prime : K;
+  const int64_t cols = lift != nullptr ? lift->K_prime() : K;
   const std::vector<float> values = to_f32(x);
   Quantized q;
   q.type = type;
@@ -54,11 +54,11 @@ Quantized ref_quantize(const TensorView& x, QuantType type, const SlideGeometry*
       int64_t i = j;
       if (lift != nullptr) {
         // design.md 5: q = j / 4(N-1), r = j % 4(N-1), w = r / 4, lane = r % 4, i = q*2N + 2w + lane.
-        const int64_t out_group = 4 * static_cast<int64_t>(lift->N - 1);
+        const int64_t out_group = 4 * static_cast<int64_t>(lift->N() - 1);
         const int64_t w = (j % out_group) / 4;
         const int64_t lane = (j % out_group) % 4;
-        i = (j / out_group) * 2 * lift->N + 2 * w + lane;
-        if (j >= lift->K_prime_raw || i >= K) i = -1;
+        i = (j / out_group) * 2 * lift->N() + 2 * w + lane;
+        if (j >= lift->K_prime_raw() || i >= K) i = -1;
       }
       codes[m * cols + j] = (i < 0 || absmax == 0.0f) ? 0 : code_of(type, row[i] * inv);
     }

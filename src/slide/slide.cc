@@ -61,8 +61,8 @@ Failure slide_row(const std::byte* src, std::byte* dst, int64_t row, const Slide
   const int group = g.pattern.group;
   const int windows = g.windows_per_group();
   const int64_t out_group = 4 * static_cast<int64_t>(windows);
-  const int64_t groups = g.K_pad / group;
-  std::memset(dst, 0, static_cast<size_t>(g.K_prime) * size);
+  const int64_t groups = g.K_pad() / group;
+  std::memset(dst, 0, static_cast<size_t>(g.K_prime()) * size);
   bool is_nonzero[Pattern::kMaxGroup];
   bool placed[Pattern::kMaxGroup];
   for (int64_t q = 0; q < groups; ++q) {
@@ -114,9 +114,9 @@ Result<Tensor> slide(const TensorView& w, const SlideGeometry& geometry, std::st
   const int64_t rows = w.rows();
   const size_t size = dtype_size(w.dtype);
   const bool floating = is_floating(w.dtype);
-  Tensor out = Tensor::empty(w.dtype, {rows, geometry.K_prime});
+  Tensor out = Tensor::empty(w.dtype, {rows, geometry.K_prime()});
   const size_t src_stride = static_cast<size_t>(geometry.K) * size;
-  const size_t dst_stride = static_cast<size_t>(geometry.K_prime) * size;
+  const size_t dst_stride = static_cast<size_t>(geometry.K_prime()) * size;
 
   std::mutex mutex;
   Failure first;
@@ -167,8 +167,8 @@ Result<Sparse24> slide_sparse24(const TensorView& w, const SlideGeometry& geomet
 }
 
 std::vector<int64_t> lift_index_map(const SlideGeometry& geometry) {
-  std::vector<int64_t> map(static_cast<size_t>(geometry.K_prime));
-  for (int64_t j = 0; j < geometry.K_prime; ++j) map[static_cast<size_t>(j)] = geometry.source_column(j);
+  std::vector<int64_t> map(static_cast<size_t>(geometry.K_prime()));
+  for (int64_t j = 0; j < geometry.K_prime(); ++j) map[static_cast<size_t>(j)] = geometry.source_column(j);
   return map;
 }
 
@@ -176,10 +176,10 @@ Result<Tensor> lift(const TensorView& x, const SlideGeometry& geometry, std::str
   NMKIT_TRY(check_matrix(x, geometry.K, "lift", name));
   const std::vector<int64_t> map = lift_index_map(geometry);
   const size_t size = dtype_size(x.dtype);
-  Tensor out = Tensor::empty(x.dtype, {x.rows(), geometry.K_prime});
+  Tensor out = Tensor::empty(x.dtype, {x.rows(), geometry.K_prime()});
   const size_t src_stride = static_cast<size_t>(geometry.K) * size;
-  const size_t dst_stride = static_cast<size_t>(geometry.K_prime) * size;
-  const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, geometry.K_prime));
+  const size_t dst_stride = static_cast<size_t>(geometry.K_prime()) * size;
+  const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, geometry.K_prime()));
   parallel_for(x.rows(), grain, [&](int64_t begin, int64_t end) {
     for (int64_t m = begin; m < end; ++m) {
       const std::byte* src = x.data + static_cast<size_t>(m) * src_stride;

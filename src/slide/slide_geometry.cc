@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "nmkit/tensor.h"
+
 namespace nmkit {
 
 Result<SlideGeometry> SlideGeometry::make(Pattern pattern, int64_t K, int align) {
@@ -25,18 +27,24 @@ Result<SlideGeometry> SlideGeometry::make(Pattern pattern, int64_t K, int align)
 
   SlideGeometry g;
   g.pattern = pattern;
-  g.N = pattern.group / 2;
   g.align = align;
   g.K = K;
-  const int64_t group = pattern.group;
-  g.K_pad = (K + group - 1) / group * group;
-  g.K_prime_raw = (g.K_pad / group) * 4 * (g.N - 1);
-  g.K_prime = (g.K_prime_raw + align - 1) / align * align;
+  // K_pad = groups * 2N and K_prime = ceil(groups * 4(N-1) / align) * align, each checked: a
+  // [0, K] tensor with K near 2^63 costs no bytes in a file, and its sizes must not wrap.
+  const int64_t groups = g.groups();
+  const auto K_pad = checked_mul(groups, pattern.group);
+  const auto K_prime_raw = checked_mul(groups, 4 * int64_t{g.N() - 1});
+  const auto K_prime_up = K_prime_raw ? checked_add(*K_prime_raw, align - 1) : std::nullopt;
+  if (!K_pad || !K_prime_up) {
+    return Error("slide K " + std::to_string(K) + " is too large: its padded width for " + what +
+                 " exceeds 2^63");
+  }
   return g;
 }
 
 int64_t SlideGeometry::source_column(int64_t j) const {
-  if (j < 0 || j >= K_prime_raw) return -1;
+  if (j < 0 || j >= K_prime_raw()) return -1;
+  const int N = this->N();
   const int64_t out_group = 4 * static_cast<int64_t>(N - 1);
   const int64_t q = j / out_group;
   const int64_t r = j % out_group;

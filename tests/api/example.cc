@@ -67,6 +67,6 @@ int main() {
     ref2 += std::pow(y_dense68[i], 2);
   }
   std::printf("%s: K %lld -> K' %lld, relative error vs f32 6:8 %.4f\n", slid_linear->kernel_name().c_str(),
-              static_cast<long long>(K), static_cast<long long>(slid->geometry.K_prime), std::sqrt(err2 / ref2));
+              static_cast<long long>(K), static_cast<long long>(slid->geometry.K_prime()), std::sqrt(err2 / ref2));
   return worst <= 1e-3 && err2 <= 1e-3 * ref2 ? 0 : 1;
 }

@@ -7,6 +7,7 @@
 
 #include "nmkit/format.h"
 #include "nmkit/prune.h"
+#include "util/deadline.h"
 #include "util/random.h"
 
 namespace nmkit {
@@ -81,7 +82,7 @@ TEST(ValidateSparse24, UnusedNibblePaddingValuesAndShapes) {
   }
   {
     Sparse24 p = packed24(2, 8, 5);
-    p.dtype = DType::I32;
+    p.values = Tensor::zeros(DType::I32, {2, 4});  // the dtype is the values'
     expect_error(validate(p, "q"), {"I32"});
   }
 }
@@ -150,6 +151,65 @@ TEST(MemoryBytes, MatchTheLayouts) {
   EXPECT_EQ(p.memory_bytes(), static_cast<size_t>(3 * (8 * 6 * 2 + 8)));
   const Sparse24 s = packed24(3, 66, 13);  // K_pad 68: 34 values and ceil(68/8) = 9 meta bytes
   EXPECT_EQ(s.memory_bytes(), static_cast<size_t>(3 * (34 * 2 + 9)));
+}
+
+// Issue 13 C1: a record [2^48, 0] has zero-byte parts and passed the header checks; validation and
+// decompression then looped over 2^48 rows (days). Both must take O(bytes) time.
+TEST(ValidateEmptyRows, HugeRowCountWithNoColumnsIsQuick) {
+  const int64_t rows = int64_t{1} << 48;
+  for (const DType dtype : {DType::F32, DType::F16, DType::BF16}) {
+    Sparse24 s;
+    s.K = 0;
+    s.values = Tensor::empty(dtype, {rows, 0});
+    s.meta = Tensor::empty(DType::U8, {rows, 0});
+    EXPECT_TRUE(test::finishes_within(10, "validate(sparse24 [2^48, 0])",
+                                      [&] { return validate(s, "w").ok(); }));
+    const Tensor dense24 =
+        test::finishes_within(10, "decompress(sparse24 [2^48, 0])", [&] { return decompress(s); });
+    EXPECT_EQ(dense24.shape(), (Shape{rows, 0}));
+    EXPECT_EQ(dense24.dtype(), dtype);
+
+    NMPacked n;
+    n.pattern = Pattern{6, 8};
+    n.K = 0;
+    n.values = Tensor::empty(dtype, {rows, 0});
+    n.mask = Tensor::empty(DType::U8, {rows, 0});
+    EXPECT_TRUE(test::finishes_within(10, "validate(nm [2^48, 0])",
+                                      [&] { return validate(n, "w").ok(); }));
+    const Tensor dense_nm =
+        test::finishes_within(10, "decompress(nm [2^48, 0])", [&] { return decompress(n); });
+    EXPECT_EQ(dense_nm.shape(), (Shape{rows, 0}));
+
+    // Compressing such a dense tensor (no bytes) is as quick, and finds no violation.
+    TensorView view{dtype, {rows, 0}, nullptr};
+    const bool packed = test::finishes_within(10, "compress_sparse24(dense [2^48, 0])", [&] {
+      auto c = compress_sparse24(view, "w");
+      return c.ok() && c->rows() == rows && c->values.nbytes() == 0;
+    });
+    EXPECT_TRUE(packed);
+    EXPECT_TRUE(test::finishes_within(10, "compress_nm(dense [2^48, 0])", [&] {
+      auto c = compress_nm(view, Pattern{1, 4}, "w");
+      return c.ok() && c->rows() == rows && c->mask.nbytes() == 0;
+    }));
+    EXPECT_FALSE(test::finishes_within(10, "find_violation(dense [2^48, 0])", [&] {
+      return find_violation(view, Pattern{1, 4}).has_value();
+    }));
+  }
+}
+
+// The dtype and row count of a packed weight are its values tensor's: they cannot disagree, and a
+// meta or mask with another row count is an Error.
+TEST(ValidateEmptyRows, RowsAndDtypeComeFromTheValues) {
+  Sparse24 s = packed24(3, 10, 9);
+  EXPECT_EQ(s.rows(), 3);
+  EXPECT_EQ(s.dtype(), DType::F16);
+  s.meta = Tensor::zeros(DType::U8, {4, s.meta_stride()});
+  expect_error(validate(s, "q"), {"meta", "[4, 2]", "[3, 2]"});
+  NMPacked n = packed_nm(3, 10, Pattern{2, 4}, 10);
+  EXPECT_EQ(n.rows(), 3);
+  EXPECT_EQ(n.dtype(), DType::BF16);
+  n.mask = Tensor::zeros(DType::U8, {2, n.mask_stride()});
+  expect_error(validate(n, "q"), {"mask", "[2, 2]", "[3, 2]"});
 }
 
 }  // namespace

@@ -83,11 +83,11 @@ void expect_same(const WeightRecord& a, const WeightRecord& b) {
   ASSERT_EQ(a.slide.has_value(), b.slide.has_value());
   if (a.slide) {
     EXPECT_EQ(a.slide->pattern, b.slide->pattern);
-    EXPECT_EQ(a.slide->N, b.slide->N);
+    EXPECT_EQ(a.slide->N(), b.slide->N());
     EXPECT_EQ(a.slide->align, b.slide->align);
     EXPECT_EQ(a.slide->K, b.slide->K);
-    EXPECT_EQ(a.slide->K_pad, b.slide->K_pad);
-    EXPECT_EQ(a.slide->K_prime, b.slide->K_prime);
+    EXPECT_EQ(a.slide->K_pad(), b.slide->K_pad());
+    EXPECT_EQ(a.slide->K_prime(), b.slide->K_prime());
   }
 }
 
@@ -111,14 +111,14 @@ TEST(Checkpoint, RecordsRoundTrip) {
     auto g = SlideGeometry::make(pattern, K, align);
     ASSERT_TRUE(g.ok()) << g.error().message();
     const SlideSizes expected = slide_sizes(pattern, K, align);
-    EXPECT_EQ(g->K_pad, expected.K_pad);
-    EXPECT_EQ(g->K_prime, expected.K_prime);
+    EXPECT_EQ(g->K_pad(), expected.K_pad);
+    EXPECT_EQ(g->K_prime(), expected.K_prime);
     for (const WeightFormat format : {WeightFormat::Dense, WeightFormat::Sparse24}) {
       WeightRecord r;
       r.format = format;
       r.pattern = Pattern{2, 4};
       r.dtype = DType::BF16;
-      r.shape = {7, expected.K_prime};
+      r.shape = {7, expected.K_prime()};
       r.slide = *g;
       records.push_back(r);
     }

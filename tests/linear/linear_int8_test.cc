@@ -15,6 +15,7 @@
 #include "nmkit/quant.h"
 #include "nmkit/slide.h"
 #include "ref/linear_ref.h"
+#include "ref/quant_ref.h"
 #include "util/random.h"
 
 namespace nmkit::test {
@@ -63,49 +64,54 @@ void run_case(Form form, Pattern pattern, const Shape3& s, uint64_t seed, bool w
   SCOPED_TRACE(what);
   const Tensor w = pruned_weight(s.rows, s.K, pattern, seed);
   const Tensor x = random_tensor(DType::F32, {s.M, s.K}, seed + 1, -3.0f, 3.0f);
-  LinearOptions options;
-  options.int8 = true;
-  Result<SparseLinear> layer = Error("unset");
-  if (form == Form::Dense) {
-    layer = SparseLinear::dense(w.view(), options);
-  } else if (form == Form::Sparse24) {
-    auto packed = compress_sparse24(w.view(), "w");
-    ASSERT_TRUE(packed.ok()) << packed.error().message();
-    layer = SparseLinear::sparse24(*packed, options);
-  } else {
-    auto slid = nmkit::slide(w.view(), pattern, 32, "w");
-    ASSERT_TRUE(slid.ok()) << slid.error().message();
-    layer = SparseLinear::slid(slid->weight.view(), slid->geometry, options);
-  }
-  ASSERT_TRUE(layer.ok()) << layer.error().message();
-  // A slid weight names the form a call of M tokens runs (its unslid codes from 8 tokens).
-  EXPECT_EQ(layer->kernel_name(s.M).find(" as dense") != std::string::npos, form == Form::Slid && s.M >= 8)
-      << layer->kernel_name(s.M);
-  std::vector<float> bias;
-  if (with_bias) {
-    bias = random_floats(static_cast<size_t>(s.rows), seed + 2);
-    ASSERT_TRUE(layer->set_bias(Tensor::from_f32(bias, {s.rows}).view()).ok());
-  }
-  // Reference: the codes of the dense weight and of the unlifted tokens (quant.h), summed exactly.
-  auto qx = quantize_tokens(x.view(), QuantType::Int8, "x");
-  auto qw = quantize_weights(w.view(), QuantType::Int8, "w");
-  ASSERT_TRUE(qx.ok() && qw.ok());
-  std::vector<float> expected(static_cast<size_t>(s.M * s.rows));
-  ref_int8_linear(qx->codes.as<int8_t>(), qx->scales.as<float>(), s.M, s.K, qw->codes.as<int8_t>(),
-                  qw->scales.as<float>(), s.rows, with_bias ? bias.data() : nullptr, expected.data());
-  std::vector<float> y(expected.size(), std::numeric_limits<float>::quiet_NaN());
-  ASSERT_TRUE(layer->apply(x.as<float>(), s.M, y.data()).ok());
-  int failures = 0;
-  bool any_nonzero = false;
-  for (size_t i = 0; i < y.size(); ++i) {
-    any_nonzero |= expected[i] != 0.0f;
-    if (std::memcmp(&y[i], &expected[i], 4) != 0 && ++failures <= 5) {
-      ADD_FAILURE() << what << " " << layer->kernel_name() << ": Y[" << i / static_cast<size_t>(s.rows) << ", "
-                    << i % static_cast<size_t>(s.rows) << "] = " << y[i] << ", reference " << expected[i];
+  // The plan's path (oneDNN's int32 sums where it picks oneDNN), and nmkit's own kernels.
+  for (bool onednn : {true, false}) {
+    LinearOptions options;
+    options.int8 = true;
+    options.onednn = onednn;
+    Result<SparseLinear> layer = Error("unset");
+    if (form == Form::Dense) {
+      layer = SparseLinear::dense(w.view(), options);
+    } else if (form == Form::Sparse24) {
+      auto packed = compress_sparse24(w.view(), "w");
+      ASSERT_TRUE(packed.ok()) << packed.error().message();
+      layer = SparseLinear::sparse24(*packed, options);
+    } else {
+      auto slid = nmkit::slide(w.view(), pattern, 32, "w");
+      ASSERT_TRUE(slid.ok()) << slid.error().message();
+      layer = SparseLinear::slid(slid->weight.view(), slid->geometry, options);
     }
+    ASSERT_TRUE(layer.ok()) << layer.error().message();
+    // A slid weight names the form a call of M tokens runs (its unslid codes from 8 tokens).
+    EXPECT_EQ(layer->kernel_name(s.M).find(" as dense") != std::string::npos, form == Form::Slid && s.M >= 8)
+        << layer->kernel_name(s.M);
+    std::vector<float> bias;
+    if (with_bias) {
+      bias = random_floats(static_cast<size_t>(s.rows), seed + 2);
+      ASSERT_TRUE(layer->set_bias(Tensor::from_f32(bias, {s.rows}).view()).ok());
+    }
+    // Reference: the codes of the dense weight and of the unlifted tokens by the scalar reference
+    // quantizer (src/ref/quant_ref.h, not the tier kernels SparseLinear calls), summed exactly.
+    const Quantized qx = ref_quantize(x.view(), QuantType::Int8);
+    const Quantized qw = ref_quantize(w.view(), QuantType::Int8);
+    std::vector<float> expected(static_cast<size_t>(s.M * s.rows));
+    ref_int8_linear(qx.codes.as<int8_t>(), qx.scales.as<float>(), s.M, s.K, qw.codes.as<int8_t>(),
+                    qw.scales.as<float>(), s.rows, with_bias ? bias.data() : nullptr, expected.data());
+    std::vector<float> y(expected.size(), std::numeric_limits<float>::quiet_NaN());
+    ASSERT_TRUE(layer->apply(x.as<float>(), s.M, y.data()).ok());
+    int failures = 0;
+    bool any_nonzero = false;
+    for (size_t i = 0; i < y.size(); ++i) {
+      any_nonzero |= expected[i] != 0.0f;
+      if (std::memcmp(&y[i], &expected[i], 4) != 0 && ++failures <= 5) {
+        ADD_FAILURE() << what << " " << layer->kernel_name(s.M) << ": Y[" << i / static_cast<size_t>(s.rows) << ", "
+                      << i % static_cast<size_t>(s.rows) << "] = " << y[i] << ", reference " << expected[i];
+      }
+    }
+    EXPECT_EQ(failures, 0);
+    EXPECT_TRUE(any_nonzero) << "an all-zero reference cannot detect unwritten outputs";
+    if (layer->kernel_name(s.M).find("onednn") == std::string::npos) break;  // the same plan twice
   }
-  EXPECT_EQ(failures, 0);
-  EXPECT_TRUE(any_nonzero) << "an all-zero reference cannot detect unwritten outputs";
 }
 
 TEST(LinearInt8, DenseBitExact) {
@@ -155,11 +161,10 @@ TEST(LinearInt8, LargestCodesDoNotOverflow) {
   auto sparse = SparseLinear::sparse24(*packed, options);
   auto dense = SparseLinear::dense(w.view(), options);
   ASSERT_TRUE(sparse.ok() && dense.ok());
-  auto qx = quantize_tokens(x.view(), QuantType::Int8, "x");
-  auto qw = quantize_weights(w.view(), QuantType::Int8, "w");
-  ASSERT_TRUE(qx.ok() && qw.ok());
+  const Quantized qx = ref_quantize(x.view(), QuantType::Int8);
+  const Quantized qw = ref_quantize(w.view(), QuantType::Int8);
   std::vector<float> expected(static_cast<size_t>(M * rows));
-  ref_int8_linear(qx->codes.as<int8_t>(), qx->scales.as<float>(), M, K, qw->codes.as<int8_t>(), qw->scales.as<float>(),
+  ref_int8_linear(qx.codes.as<int8_t>(), qx.scales.as<float>(), M, K, qw.codes.as<int8_t>(), qw.scales.as<float>(),
                   rows, nullptr, expected.data());
   for (const SparseLinear* layer : {&*sparse, &*dense}) {
     std::vector<float> y(expected.size(), std::numeric_limits<float>::quiet_NaN());
@@ -179,17 +184,16 @@ TEST(LinearInt8, SlidUnslidFormBuiltOnceAndFollowsTheBias) {
   ASSERT_TRUE(slid.ok());
   auto layer = SparseLinear::slid(slid->weight.view(), slid->geometry);
   ASSERT_TRUE(layer.ok());
-  auto qx = quantize_tokens(x.view(), QuantType::Int8, "x");
-  auto qw = quantize_weights(w.view(), QuantType::Int8, "w");
-  ASSERT_TRUE(qx.ok() && qw.ok());
+  const Quantized qx = ref_quantize(x.view(), QuantType::Int8);
+  const Quantized qw = ref_quantize(w.view(), QuantType::Int8);
   const std::vector<float> bias = random_floats(static_cast<size_t>(rows), 4244);
   for (bool with_bias : {false, true}) {
     if (with_bias) {
       ASSERT_TRUE(layer->set_bias(Tensor::from_f32(bias, {rows}).view()).ok());
     }
     std::vector<float> expected(static_cast<size_t>(M * rows));
-    ref_int8_linear(qx->codes.as<int8_t>(), qx->scales.as<float>(), M, K, qw->codes.as<int8_t>(),
-                    qw->scales.as<float>(), rows, with_bias ? bias.data() : nullptr, expected.data());
+    ref_int8_linear(qx.codes.as<int8_t>(), qx.scales.as<float>(), M, K, qw.codes.as<int8_t>(),
+                    qw.scales.as<float>(), rows, with_bias ? bias.data() : nullptr, expected.data());
     std::vector<float> y0(expected.size(), NAN), y1(expected.size(), NAN);
     std::thread other([&] { EXPECT_TRUE(layer->apply(x.as<float>(), M, y1.data()).ok()); });
     EXPECT_TRUE(layer->apply(x.as<float>(), M, y0.data()).ok());

@@ -7,14 +7,17 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cpu/linear_kernels.h"
-#include "cpu/linear_pack.h"
+#include "linear/linear_driver.h"
+#include "linear/linear_pack.h"
 #include "linear/tolerance.h"
 #include "nmkit/format.h"
 #include "nmkit/linear.h"
 #include "nmkit/reference.h"
+#include "nmkit/slide.h"
 #include "util/random.h"
 
 namespace nmkit::test {
@@ -112,29 +115,38 @@ void run_case(Form form, Pattern pattern, DType dtype, const Shape3& s, uint64_t
   const Tensor x = random_tensor(DType::F32, {s.M, s.K}, seed + 1);
   std::vector<float> bias;
   Result<MatmulResult> ref = Error("unset");
-  Result<SparseLinear> layer = Error("unset");
-  if (form == Form::Dense) {
-    ref = ref_dense_matmul(w.view(), x.view());
-    layer = SparseLinear::dense(w.view());
-  } else if (form == Form::Sparse24) {
-    auto packed = compress_sparse24(w.view(), "w");
-    ASSERT_TRUE(packed.ok()) << packed.error().message();
-    ref = ref_sparse_matmul(*packed, x.view());
-    layer = SparseLinear::sparse24(*packed);
-  } else {
-    auto packed = compress_nm(w.view(), pattern, "w");
-    ASSERT_TRUE(packed.ok()) << packed.error().message();
-    ref = ref_sparse_matmul(*packed, x.view());
-    layer = SparseLinear::nm(*packed);
+  // Every call runs the plan; where it picks oneDNN, nmkit's own kernels (onednn = false) run too.
+  for (bool onednn : {true, false}) {
+    LinearOptions options;
+    options.onednn = onednn;
+    Result<SparseLinear> layer = Error("unset");
+    if (form == Form::Dense) {
+      ref = ref_dense_matmul(w.view(), x.view());
+      layer = SparseLinear::dense(w.view(), options);
+    } else if (form == Form::Sparse24) {
+      auto packed = compress_sparse24(w.view(), "w");
+      ASSERT_TRUE(packed.ok()) << packed.error().message();
+      ref = ref_sparse_matmul(*packed, x.view());
+      layer = SparseLinear::sparse24(*packed, options);
+    } else {
+      auto packed = compress_nm(w.view(), pattern, "w");
+      ASSERT_TRUE(packed.ok()) << packed.error().message();
+      ref = ref_sparse_matmul(*packed, x.view());
+      layer = SparseLinear::nm(*packed, options);
+    }
+    ASSERT_TRUE(ref.ok()) << ref.error().message();
+    ASSERT_TRUE(layer.ok()) << layer.error().message();
+    if (!onednn && layer->kernel_name(s.M).find("onednn") != std::string::npos) {
+      ADD_FAILURE() << "onednn = false still plans " << layer->kernel_name(s.M);
+    }
+    if (with_bias) {
+      bias = random_floats(static_cast<size_t>(s.rows), seed + 2);
+      const Tensor b = Tensor::from_f32(bias, {s.rows});
+      ASSERT_TRUE(layer->set_bias(b.view()).ok());
+    }
+    check_layer(*layer, w, x, ref->y, bias, what + " " + layer->kernel_name(s.M));
+    if (onednn && layer->kernel_name(s.M).find("onednn") == std::string::npos) break;  // the same plan twice
   }
-  ASSERT_TRUE(ref.ok()) << ref.error().message();
-  ASSERT_TRUE(layer.ok()) << layer.error().message();
-  if (with_bias) {
-    bias = random_floats(static_cast<size_t>(s.rows), seed + 2);
-    const Tensor b = Tensor::from_f32(bias, {s.rows});
-    ASSERT_TRUE(layer->set_bias(b.view()).ok());
-  }
-  check_layer(*layer, w, x, ref->y, bias, what);
 }
 
 TEST(Linear, DenseMatchesReference) {
@@ -241,7 +253,19 @@ TEST(Linear, ReportsBytesAndRatios) {
     // Slid: K' = 384; per row 192 bf16 values and 4 bits per 4 columns of K'.
     EXPECT_DOUBLE_EQ(nm_layer->byte_ratio(), 512.0 / (192 * 2 + 384 / 8));
     EXPECT_EQ(nm_layer->kernel_name(), "avx512 nm6:8 bf16 as slid");
-    EXPECT_EQ(nm_layer->kernel_name(64), "avx512 nm6:8 bf16");
+    LinearOptions own;
+    own.onednn = false;
+    auto own_layer = SparseLinear::nm(*nm, own);
+    ASSERT_TRUE(own_layer.ok());
+    EXPECT_EQ(own_layer->kernel_name(64), "avx512 nm6:8 bf16 slabs");
+    // Unslid: 6 bf16 values + 1 mask byte per group of 8.
+    EXPECT_EQ(own_layer->bytes_streamed(64), static_cast<size_t>(rows * (K / 8) * 13));
+  }
+  // Where the plan runs oneDNN (AVX-512 machines at their own tier), the dense copy is what streams.
+  if (nm_layer->kernel_name(256).find("onednn") != std::string::npos) {
+    EXPECT_EQ(nm_layer->bytes_streamed(256), static_cast<size_t>(rows * K * 4));  // f32 copy: f32 activations
+    EXPECT_DOUBLE_EQ(nm_layer->byte_ratio(256), 0.5);
+    EXPECT_EQ(dense->bytes_streamed(256), static_cast<size_t>(rows * K * 4));
   }
 }
 
@@ -266,6 +290,53 @@ TEST(Linear, NMSlidFormsAgreeAndFollowTheBias) {
       ASSERT_TRUE(ref.ok());
       check_layer(*layer, w, x, ref->y, with_bias ? bias : std::vector<float>{},
                   layer->kernel_name(M) + " M=" + std::to_string(M) + (with_bias ? " with bias" : ""));
+    }
+  }
+}
+
+// One rule for non-finite activations on every path and tier (include/nmkit/linear.h): an Error
+// naming the row and column, whichever form and kernel the plan picks for M.
+TEST(Linear, NonFiniteXIsAnErrorOnEveryPath) {
+  if (!tier_available()) GTEST_SKIP() << "tier not supported here";
+  const int64_t rows = 12, K = 72;
+  const Tensor w24 = pruned_weight(rows, K, {2, 4}, DType::F32, 31);
+  const Tensor w68 = pruned_weight(rows, K, {6, 8}, DType::BF16, 32);
+  auto p24 = compress_sparse24(w24.view(), "w");
+  auto p68 = compress_nm(w68.view(), {6, 8}, "w");
+  ASSERT_TRUE(p24.ok() && p68.ok());
+  auto geometry = SlideGeometry::make({6, 8}, K);
+  ASSERT_TRUE(geometry.ok());
+  auto slid = slide(w68.view(), *geometry, "w");
+  ASSERT_TRUE(slid.ok());
+  for (bool onednn : {true, false}) {
+    LinearOptions plain, int8, bf16x;
+    plain.onednn = int8.onednn = bf16x.onednn = onednn;
+    int8.int8 = true;
+    bf16x.bf16_activations = true;
+    std::vector<std::pair<std::string, Result<SparseLinear>>> layers;
+    layers.emplace_back("dense f32", SparseLinear::dense(w24.view(), plain));
+    layers.emplace_back("dense bf16 (bf16 x)", SparseLinear::dense(w68.view(), bf16x));
+    layers.emplace_back("dense int8", SparseLinear::dense(w24.view(), int8));
+    layers.emplace_back("sparse24 f32", SparseLinear::sparse24(*p24, plain));
+    layers.emplace_back("sparse24 int8", SparseLinear::sparse24(*p24, int8));
+    layers.emplace_back("nm6:8 bf16", SparseLinear::nm(*p68, plain));
+    layers.emplace_back("nm6:8 bf16 (bf16 x)", SparseLinear::nm(*p68, bf16x));
+    layers.emplace_back("slid6:8 int8", SparseLinear::slid(slid->view(), *geometry, plain));
+    for (auto& [what, layer] : layers) {
+      ASSERT_TRUE(layer.ok()) << what << ": " << layer.error().message();
+      for (int64_t M : {int64_t{1}, int64_t{16}, int64_t{100}}) {
+        for (float bad : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
+          Tensor x = random_tensor(DType::F32, {M, K}, 33 + static_cast<uint64_t>(M));
+          const int64_t m = M / 2, k = K - 5;
+          x.as<float>()[m * K + k] = bad;
+          std::vector<float> y(static_cast<size_t>(M * rows));
+          const Status status = layer->apply(x.as<float>(), M, y.data());
+          ASSERT_FALSE(status.ok()) << what << " " << layer->kernel_name(M) << " M=" << M << " passed " << bad;
+          const std::string expected = "row " + std::to_string(m) + ", column " + std::to_string(k) + ": value ";
+          EXPECT_NE(status.error().message().find(expected), std::string::npos)
+              << layer->kernel_name(M) << ": " << status.error().message();
+        }
+      }
     }
   }
 }
@@ -339,7 +410,12 @@ TEST(Linear, NMTableFormOnAvx512) {
         call.y = y.data();
         call.ldy = s.rows;
         call.block_end = pl.row_blocks;
+        // The streaming kernel, then the slab kernel into a second output (checked below).
         (dtype == DType::F32 ? slots.nm_f32 : slots.nm_bf16)(call);
+        std::vector<float> y_slabs(y.size(), std::numeric_limits<float>::quiet_NaN());
+        cpu::LinearCall slab_call = call;
+        slab_call.y = y_slabs.data();
+        (dtype == DType::F32 ? slots.nm_f32_slabs : slots.nm_bf16_slabs)(slab_call);
         // The table form's tile expansion must equal the portable decompression exactly.
         std::vector<float> tile(cpu::tile_bytes(pl) / 4, std::numeric_limits<float>::quiet_NaN());
         std::vector<float> portable(tile.size());
@@ -349,7 +425,7 @@ TEST(Linear, NMTableFormOnAvx512) {
           ASSERT_EQ(std::memcmp(tile.data(), portable.data(), tile.size() * 4), 0) << "tile of block " << b;
         }
         if (dtype == DType::BF16) {
-          // The table form's bf16-activation kernel (slabs with vdpbf16ps from 5 tokens) on X rounded to bf16.
+          // The table form's bf16-activation slab kernel (vdpbf16ps) on X rounded to bf16.
           const Tensor xr = Tensor::from_f32(Tensor::from_f32(x.to_f32(), {s.M, s.K}, DType::BF16).to_f32(), {s.M, s.K});
           std::vector<float> xrp(xp.size(), 0.0f);
           for (int64_t m = 0; m < s.M; ++m) std::memcpy(xrp.data() + m * pl.K_x, xr.as<float>() + m * s.K, static_cast<size_t>(s.K) * 4);
@@ -364,7 +440,7 @@ TEST(Linear, NMTableFormOnAvx512) {
           bc.x = xrp.data();
           bc.x_bf16 = xb.data();
           bc.y = yb.data();
-          slots.nm_bf16x(bc);
+          slots.nm_bf16x_slabs(bc);
           auto refb = ref_sparse_matmul(*packed, xr.view());
           ASSERT_TRUE(refb.ok());
           const std::vector<float> wf = w.to_f32(), xf = xr.to_f32();
@@ -384,6 +460,7 @@ TEST(Linear, NMTableFormOnAvx512) {
             const size_t i = static_cast<size_t>(m * s.rows + r);
             const double tol = linear_tolerance(s.K, abs_sum(wf, xf, {}, s.K, r, m));
             ASSERT_LE(std::fabs(static_cast<double>(y[i]) - ref->y.as<float>()[i]), tol) << "Y[" << m << ", " << r << "]";
+            ASSERT_LE(std::fabs(static_cast<double>(y_slabs[i]) - ref->y.as<float>()[i]), tol) << "slabs: Y[" << m << ", " << r << "]";
           }
         }
       }

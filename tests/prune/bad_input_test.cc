@@ -157,5 +157,40 @@ TEST(PruneBadInput, UnusedInputsAreIgnored) {
   EXPECT_TRUE(prune(w.view(), Pattern{2, 4}, PruneMethod::Magnitude, in).ok());
 }
 
+// Issue 13 W4: a negative activation norm silently inverted Wanda's |w| * a scores.
+TEST(PruneBadInput, NegativeActNormNamesTensorColumnValue) {
+  const Tensor w = test::random_tensor(DType::F32, {3, 8}, 4);
+  std::vector<float> a(8, 1.0f);
+  a[5] = -0.25f;
+  for (const DType dtype : {DType::F32, DType::F16, DType::BF16}) {
+    const Tensor norms = Tensor::from_f32(a, {8}, dtype);
+    const TensorView nv = norms.view();
+    ScoreInputs in;
+    in.act_norms = &nv;
+    const std::string msg = error_of(prune(w.view(), Pattern{2, 4}, PruneMethod::Wanda, in, "fc1"));
+    expect_mentions(msg, {"'fc1'", "act_norms", "column 5", "-0.25", "negative"});
+    EXPECT_EQ(msg.find('\n'), std::string::npos);
+  }
+  // -0 is a norm of zero, not a negative one.
+  std::vector<float> z(8, 1.0f);
+  z[2] = -0.0f;
+  const Tensor norms = Tensor::from_f32(z, {8});
+  const TensorView nv = norms.view();
+  ScoreInputs in;
+  in.act_norms = &nv;
+  EXPECT_TRUE(prune(w.view(), Pattern{2, 4}, PruneMethod::Wanda, in, "fc1").ok());
+}
+
+// Issue 13 C1/R2: a [2^48, 0] weight has no bytes; pruning it is O(1) (it allocated 48 bytes of
+// row sums per row and threw std::bad_alloc out of the library).
+TEST(PruneBadInput, HugeRowsWithNoColumnsPruneToNothing) {
+  const int64_t rows = int64_t{1} << 48;
+  const TensorView w{DType::F16, {rows, 0}, nullptr};
+  auto r = prune_into(w, Pattern{2, 4}, PruneMethod::Magnitude, {}, nullptr, "empty");
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->total_count, 0);
+  EXPECT_EQ(r->pruned_count, 0);
+}
+
 }  // namespace
 }  // namespace nmkit

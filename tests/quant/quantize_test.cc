@@ -3,17 +3,25 @@
 // ties, zero rows, tiny rows (infinite inv) and huge values; and the promised errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "cpu/kernel_table.h"
 #include "nmkit/quant.h"
 #include "nmkit/slide.h"
+#include "nmkit/threads.h"
 #include "quant/quantize_with.h"
 #include "ref/quant_ref.h"
 #include "quant/tiers.h"
@@ -72,7 +80,7 @@ struct Case {
 void run_case(const Case& c, uint64_t seed) {
   SCOPED_TRACE(c.str() + " " + test::seed_trace(seed));
   Tensor x = Tensor::from_f32(test_values(c.M, c.K, seed, c.dtype), {c.M, c.K}, c.dtype);
-  const int64_t cols = c.lift ? c.lift->K_prime : c.K;
+  const int64_t cols = c.lift ? c.lift->K_prime() : c.K;
   const int64_t stride = cols + 5;  // bytes between rows stay untouched
   std::vector<uint8_t> codes(static_cast<size_t>(c.M * stride), kPoison);
   std::vector<float> scales(static_cast<size_t>(c.M), std::numeric_limits<float>::quiet_NaN());
@@ -165,7 +173,8 @@ TEST(Quantize, EveryBf16ValueThroughEachTier) {
   }
 }
 
-TEST(Quantize, ManyTokensUseEveryThread) {
+// Several row blocks per call (quantize_rows_with splits rows into ~64 KiB blocks over the pool).
+TEST(Quantize, ManyTokensMatchReference) {
   const auto tiers = test::tiers_under_test();
   if (tiers.empty()) GTEST_SKIP();
   auto g = SlideGeometry::make(Pattern{6, 8}, 1000, 32);
@@ -174,6 +183,65 @@ TEST(Quantize, ManyTokensUseEveryThread) {
     run_case(Case{tier, DType::BF16, QuantType::Int8, 301, 1000, *g}, 77);
     run_case(Case{tier, DType::F32, QuantType::E4M3, 300, 257, std::nullopt}, 78);
     run_case(Case{tier, DType::F16, QuantType::E4M3, 301, 1000, *g, StreamStores::Always}, 79);
+  }
+}
+
+// A kernel that records which thread quantized which rows, and holds every block until a second
+// thread has entered (at most 10 s), so that a pool of two or more threads must be seen working at once.
+struct ThreadRecorder {
+  static inline std::mutex mutex;
+  static inline std::condition_variable arrived;
+  static inline std::set<std::thread::id> threads;
+  static inline std::vector<std::pair<int64_t, int64_t>> ranges;
+  static inline cpu::QuantRowsFn inner = nullptr;
+
+  static int64_t quantize_rows(const cpu::QuantRowsArgs& args, int64_t begin, int64_t end, std::byte* scratch) {
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      threads.insert(std::this_thread::get_id());
+      ranges.emplace_back(begin, end);
+      arrived.notify_all();
+      arrived.wait_for(lock, std::chrono::seconds(10), [] { return threads.size() >= 2; });
+    }
+    return inner(args, begin, end, scratch);
+  }
+};
+
+TEST(Quantize, RowBlocksSpreadOverThreads) {
+  const auto tiers = test::tiers_under_test();
+  if (tiers.empty()) GTEST_SKIP();
+  const int64_t M = 257, K = 1000;  // f32: 16 rows per 64 KiB block, 17 blocks
+  Tensor x = test::random_tensor(DType::F32, {M, K}, 5, -2.0f, 2.0f);
+  const Quantized want = ref_quantize(x.view(), QuantType::Int8);
+  for (IsaTier tier : tiers) {
+    ThreadRecorder::threads.clear();
+    ThreadRecorder::ranges.clear();
+    ThreadRecorder::inner = cpu::kernels_for(tier).quant.quantize_rows;
+    cpu::QuantKernels recording;
+    recording.quantize_rows = &ThreadRecorder::quantize_rows;
+    std::vector<int8_t> codes(static_cast<size_t>(M * K));
+    std::vector<float> scales(static_cast<size_t>(M));
+    ASSERT_TRUE(quantize_rows_with(recording, x.view(), QuantType::Int8, nullptr,
+                                   reinterpret_cast<std::byte*>(codes.data()), K, scales.data(), "x")
+                    .ok());
+    // Every row handed out exactly once, whichever thread took it.
+    auto ranges = ThreadRecorder::ranges;
+    std::sort(ranges.begin(), ranges.end());
+    ASSERT_GT(ranges.size(), 1u);
+    int64_t next = 0;
+    for (const auto& [begin, end] : ranges) {
+      ASSERT_EQ(begin, next);
+      ASSERT_GT(end, begin);
+      next = end;
+    }
+    ASSERT_EQ(next, M);
+    if (thread_count() >= 2) {
+      EXPECT_GE(ThreadRecorder::threads.size(), 2u) << "a pool of " << thread_count() << " threads quantized on one";
+    } else {
+      EXPECT_EQ(ThreadRecorder::threads.size(), 1u);
+    }
+    EXPECT_EQ(0, std::memcmp(codes.data(), want.codes.data(), codes.size()));
+    EXPECT_EQ(0, std::memcmp(scales.data(), want.scales.data(), scales.size() * 4));
   }
 }
 
@@ -191,7 +259,7 @@ TEST(Quantize, FusedEqualsQuantizeThenLift) {
       auto plain = quantize_tokens(x.view(), type, "x");
       ASSERT_TRUE(fused.ok() && plain.ok());
       EXPECT_EQ(fused->codes.dtype(), quant_code_dtype(type));
-      EXPECT_EQ(fused->codes.shape(), (Shape{5, g->K_prime}));
+      EXPECT_EQ(fused->codes.shape(), (Shape{5, g->K_prime()}));
       auto lifted = lift(plain->codes.view(), *g, "codes");
       ASSERT_TRUE(lifted.ok());
       ASSERT_EQ(0, std::memcmp(lifted->data(), fused->codes.data(), lifted->nbytes())) << p.str();
@@ -225,7 +293,7 @@ TEST(Quantize, WeightsPerChannelDenseAndSparse24) {
     ASSERT_TRUE(packed.ok()) << packed.error().message();
     auto sparse = quantize_weights(*packed, type, "w");
     ASSERT_TRUE(sparse.ok());
-    EXPECT_EQ(sparse->packed.dtype, quant_code_dtype(type));
+    EXPECT_EQ(sparse->packed.dtype(), quant_code_dtype(type));
     ASSERT_EQ(0, std::memcmp(sparse->scales.data(), expected.scales.data(), expected.scales.nbytes()));
     // Expand by the metadata: each stored code sits where the dense codes have it.
     const auto* meta = sparse->packed.meta.as<uint8_t>();

@@ -1,6 +1,7 @@
 // SlideGeometry sizes and index map against an independent enumeration of design.md section 5.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <vector>
 
 #include "nmkit/slide.h"
@@ -34,25 +35,25 @@ TEST(SlideGeometry, SizesAndMapForAwkwardK) {
           SCOPED_TRACE(pattern.str() + " K=" + std::to_string(K) + " align=" + std::to_string(align));
           auto g = SlideGeometry::make(pattern, K, align);
           ASSERT_TRUE(g.ok()) << g.error().message();
-          EXPECT_EQ(g->N, N);
+          EXPECT_EQ(g->N(), N);
           EXPECT_EQ(g->windows_per_group(), N - 1);
-          EXPECT_EQ(g->K_pad % (2 * N), 0);
-          EXPECT_GE(g->K_pad, K);
-          EXPECT_LT(g->K_pad - K, 2 * N);
-          EXPECT_EQ(g->K_prime_raw, g->K_pad / (2 * N) * 4 * (N - 1));
-          EXPECT_EQ(g->K_prime % align, 0);
-          EXPECT_GE(g->K_prime, g->K_prime_raw);
-          EXPECT_LT(g->K_prime - g->K_prime_raw, align);
+          EXPECT_EQ(g->K_pad() % (2 * N), 0);
+          EXPECT_GE(g->K_pad(), K);
+          EXPECT_LT(g->K_pad() - K, 2 * N);
+          EXPECT_EQ(g->K_prime_raw(), g->K_pad() / (2 * N) * 4 * (N - 1));
+          EXPECT_EQ(g->K_prime() % align, 0);
+          EXPECT_GE(g->K_prime(), g->K_prime_raw());
+          EXPECT_LT(g->K_prime() - g->K_prime_raw(), align);
           EXPECT_DOUBLE_EQ(g->ideal_speedup(), static_cast<double>(N) / (N - 1));
-          const auto expected = enumerate_map(N, K, g->K_prime);
-          ASSERT_EQ(static_cast<int64_t>(expected.size()), g->K_prime);
+          const auto expected = enumerate_map(N, K, g->K_prime());
+          ASSERT_EQ(static_cast<int64_t>(expected.size()), g->K_prime());
           const auto map = lift_index_map(*g);
           ASSERT_EQ(map, expected);
-          for (int64_t j = 0; j < g->K_prime; ++j) {
+          for (int64_t j = 0; j < g->K_prime(); ++j) {
             ASSERT_EQ(g->source_column(j), expected[static_cast<size_t>(j)]) << "j=" << j;
           }
           EXPECT_EQ(g->source_column(-1), -1);
-          EXPECT_EQ(g->source_column(g->K_prime), -1);
+          EXPECT_EQ(g->source_column(g->K_prime()), -1);
           // Every input column appears in the map at least once (nothing is lost by lifting).
           std::vector<int> seen(static_cast<size_t>(K), 0);
           for (int64_t i : map) {
@@ -71,8 +72,17 @@ TEST(SlideGeometry, ExpansionMatchesDesign) {
     const int64_t K = 2 * N * 64;
     auto g = SlideGeometry::make(Pattern{2 * N - 2, 2 * N}, K, 4);
     ASSERT_TRUE(g.ok());
-    EXPECT_EQ(g->K_prime * N, K * 2 * (N - 1)) << "N=" << N;
+    EXPECT_EQ(g->K_prime() * N, K * 2 * (N - 1)) << "N=" << N;
   }
+}
+
+TEST(SlideGeometry, HugeKThatFitsKeepsItsSizesPositive) {
+  // K_prime = ceil(K / 8) * 12 = 9e18 < 2^63: accepted, every derived size exact and positive.
+  auto g = SlideGeometry::make(Pattern{6, 8}, 6000000000000000000, 4);
+  ASSERT_TRUE(g.ok()) << g.error().message();
+  EXPECT_EQ(g->K_pad(), 6000000000000000000);
+  EXPECT_EQ(g->K_prime_raw(), 9000000000000000000);
+  EXPECT_EQ(g->K_prime(), 9000000000000000000);
 }
 
 TEST(SlideGeometry, Errors) {
@@ -87,6 +97,11 @@ TEST(SlideGeometry, Errors) {
       {{3, 4}, 16, 32, "keep 3"},  {{1, 2}, 16, 32, "keep 1"}, {{63, 64}, 16, 32, "keep 63"},
       {{6, 8}, 16, 0, "align 0"},  {{6, 8}, 16, -4, "align -4"}, {{6, 8}, 16, 6, "align 6"},
       {{6, 8}, 16, 30, "align 30"}, {{6, 8}, 0, 32, "K 0"},     {{6, 8}, -3, 32, "K -3"},
+      // Issue 13 W3: a [0, K] tensor costs no bytes, so K can be near 2^63; K_prime = ~1.94 K for
+      // keep:64 wrapped to a negative width from K ~4.8e18 on.
+      {{62, 64}, 4800000000000000000, 32, "too large"},
+      {{6, 8}, std::numeric_limits<int64_t>::max(), 32, "too large"},
+      {{2, 4}, std::numeric_limits<int64_t>::max() - 2, 4, "too large"},
   };
   for (const auto& c : cases) {
     auto g = SlideGeometry::make(c.pattern, c.K, c.align);

@@ -67,7 +67,7 @@ TEST(Slide, ExhaustiveMasksUpTo16) {
     auto slid = slide(wt.view(), Pattern{keep, group}, 4, "exhaustive");
     ASSERT_TRUE(slid.ok()) << slid.error().message();
     const SlideGeometry& g = slid->geometry;
-    ASSERT_EQ(g.K_prime, 4 * (N - 1));
+    ASSERT_EQ(g.K_prime(), 4 * (N - 1));
     const auto out = slid->weight.to_f32();
     // Lifted activation: x[i] = 1000^... would overflow; small distinct integers suffice because the
     // placed values are checked one by one as well.
@@ -80,12 +80,12 @@ TEST(Slide, ExhaustiveMasksUpTo16) {
     for (int64_t r = 0; r < rows; ++r) {
       SCOPED_TRACE("mask 0x" + std::to_string(masks[static_cast<size_t>(r)]));
       std::vector<float> in(w.begin() + r * group, w.begin() + (r + 1) * group);
-      std::vector<float> row(out.begin() + r * g.K_prime, out.begin() + (r + 1) * g.K_prime);
-      expect_windows_are_24(row, g.K_prime);
+      std::vector<float> row(out.begin() + r * g.K_prime(), out.begin() + (r + 1) * g.K_prime());
+      expect_windows_are_24(row, g.K_prime());
       ASSERT_EQ(row, oracle_group(in, N));
       // Every non-zero placed exactly once, at a column whose source is its own position.
       std::vector<int> placed(static_cast<size_t>(group), 0);
-      for (int64_t j = 0; j < g.K_prime; ++j) {
+      for (int64_t j = 0; j < g.K_prime(); ++j) {
         const float v = row[static_cast<size_t>(j)];
         if (v == 0.0f) continue;
         const int64_t i = g.source_column(j);
@@ -98,7 +98,7 @@ TEST(Slide, ExhaustiveMasksUpTo16) {
       }
       double dot = 0, dot_lifted = 0;
       for (int i = 0; i < group; ++i) dot += double(in[static_cast<size_t>(i)]) * x[static_cast<size_t>(i)];
-      for (int64_t j = 0; j < g.K_prime; ++j) {
+      for (int64_t j = 0; j < g.K_prime(); ++j) {
         dot_lifted += double(row[static_cast<size_t>(j)]) * xl[static_cast<size_t>(j)];
       }
       ASSERT_EQ(dot, dot_lifted);
@@ -146,7 +146,7 @@ TEST(Slide, RandomCompliantAwkwardK) {
           ASSERT_TRUE(slid.ok()) << slid.error().message();
           const SlideGeometry& g = slid->geometry;
           ASSERT_EQ(slid->weight.dtype(), dtype);
-          ASSERT_EQ(slid->weight.shape(), (Shape{rows, g.K_prime}));
+          ASSERT_EQ(slid->weight.shape(), (Shape{rows, g.K_prime()}));
           const auto out = slid->weight.to_f32();
           const auto xv = test::random_small_ints(static_cast<size_t>(M * K), s, -9, 9);
           Tensor xt = Tensor::from_f32(xv, {M, K}, dtype);
@@ -156,25 +156,25 @@ TEST(Slide, RandomCompliantAwkwardK) {
           const auto xl = lifted->to_f32();
           const auto map = lift_index_map(g);
           for (int64_t m = 0; m < M; ++m) {
-            for (int64_t j = 0; j < g.K_prime; ++j) {
+            for (int64_t j = 0; j < g.K_prime(); ++j) {
               const float expected = map[static_cast<size_t>(j)] < 0
                                          ? 0.0f
                                          : xv[static_cast<size_t>(m * K + map[static_cast<size_t>(j)])];
-              ASSERT_EQ(xl[static_cast<size_t>(m * g.K_prime + j)], expected);
+              ASSERT_EQ(xl[static_cast<size_t>(m * g.K_prime() + j)], expected);
             }
           }
           for (int64_t r = 0; r < rows; ++r) {
-            std::vector<float> row(out.begin() + r * g.K_prime, out.begin() + (r + 1) * g.K_prime);
-            expect_windows_are_24(row, g.K_prime);
-            for (int64_t j = g.K_prime_raw; j < g.K_prime; ++j) ASSERT_EQ(row[static_cast<size_t>(j)], 0.0f);
+            std::vector<float> row(out.begin() + r * g.K_prime(), out.begin() + (r + 1) * g.K_prime());
+            expect_windows_are_24(row, g.K_prime());
+            for (int64_t j = g.K_prime_raw(); j < g.K_prime(); ++j) ASSERT_EQ(row[static_cast<size_t>(j)], 0.0f);
             // Per group against the oracle (the tail group padded with zeros).
-            for (int64_t q = 0; q < g.K_pad / p.group; ++q) {
+            for (int64_t q = 0; q < g.K_pad() / p.group; ++q) {
               std::vector<float> in(static_cast<size_t>(p.group), 0.0f);
               for (int i = 0; i < p.group && q * p.group + i < K; ++i) {
                 in[static_cast<size_t>(i)] = w[static_cast<size_t>(r * K + q * p.group + i)];
               }
-              const auto expected = oracle_group(in, g.N);
-              const int64_t o = 4 * (g.N - 1);
+              const auto expected = oracle_group(in, g.N());
+              const int64_t o = 4 * (g.N() - 1);
               ASSERT_TRUE(std::equal(expected.begin(), expected.end(), row.begin() + q * o)) << "group " << q;
             }
             for (int64_t m = 0; m < M; ++m) {
@@ -182,8 +182,8 @@ TEST(Slide, RandomCompliantAwkwardK) {
               for (int64_t k = 0; k < K; ++k) {
                 dot += double(w[static_cast<size_t>(r * K + k)]) * xv[static_cast<size_t>(m * K + k)];
               }
-              for (int64_t j = 0; j < g.K_prime; ++j) {
-                dot_lifted += double(row[static_cast<size_t>(j)]) * xl[static_cast<size_t>(m * g.K_prime + j)];
+              for (int64_t j = 0; j < g.K_prime(); ++j) {
+                dot_lifted += double(row[static_cast<size_t>(j)]) * xl[static_cast<size_t>(m * g.K_prime() + j)];
               }
               ASSERT_EQ(dot, dot_lifted) << "row " << r << " token " << m;
             }
@@ -210,7 +210,7 @@ TEST(Slide, CopiesBitsOfAnyDtype) {
   Tensor neg = Tensor::from_f32({-0.0f, 1, -0.0f, 2, 3, -0.0f, 4, 5}, {1, 8});
   auto slid_neg = slide(neg.view(), Pattern{6, 8}, 4, "neg");
   ASSERT_TRUE(slid_neg.ok());
-  for (int64_t j = 0; j < slid_neg->geometry.K_prime; ++j) {
+  for (int64_t j = 0; j < slid_neg->geometry.K_prime(); ++j) {
     const float v = slid_neg->weight.as<float>()[j];
     if (v == 0.0f) {
       EXPECT_FALSE(std::signbit(v)) << j;

@@ -1,12 +1,14 @@
 // `nmkit bench linear`: nmkit's linear kernels next to OpenBLAS, oneDNN and Eigen in one run.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tools/nmkit/cli_util.h"
@@ -60,12 +62,16 @@ const bool registered = register_command({
     [](CLI::App& app) -> std::function<int()> {
       struct Args {
         int64_t rows = 0, K = 0;
-        std::string m = "1,16,256", pattern = "2:4,6:8", dtype = "f32,bf16,int8", json;
+        std::string m = "1,16,64,256,512", pattern = "2:4,6:8", dtype = "f32,bf16,int8", json, shapes = "llama8b";
         double min_seconds = 0.2;
-        bool no_baselines = false;
+        bool no_baselines = false, own_kernels = false;
       };
       auto args = std::make_shared<Args>();
-      app.add_option("--rows", args->rows, "Output features (default: 4096 and 14336)");
+      app.add_option("--shapes", args->shapes,
+                     "Layer shape sets, comma-separated: llama8b (4096x4096, 14336x4096), smollm2 (576x576, "
+                     "192x576, 1536x576, 576x1536, 49152x576), 7b (4096x4096, 11008x4096, 4096x11008); rows x K")
+          ->capture_default_str();
+      app.add_option("--rows", args->rows, "Output features (overrides --shapes; default K 4096)");
       app.add_option("--k", args->K, "Input features (default: 4096)");
       app.add_option("--m", args->m, "Tokens per call, comma-separated")->capture_default_str();
       app.add_option("--pattern", args->pattern, "Patterns, comma-separated (2:4 runs as sparse24, others as nm)")
@@ -75,8 +81,27 @@ const bool registered = register_command({
       app.add_option("--min-seconds", args->min_seconds, "Timed seconds per kernel (after warm-up)")
           ->capture_default_str();
       app.add_flag("--no-baselines", args->no_baselines, "Only nmkit's kernels");
+      app.add_flag("--own-kernels", args->own_kernels,
+                   "Also time nmkit's own kernels where the plan runs oneDNN (the plan's measurement)");
       return [args]() -> int {
         bench::LinearBenchOptions options;
+        options.shapes.clear();
+        for (const auto& set : split_list(args->shapes)) {
+          using Shapes = std::vector<std::pair<int64_t, int64_t>>;
+          const Shapes llama8b{{4096, 4096}, {14336, 4096}};
+          const Shapes smollm2{{576, 576}, {192, 576}, {1536, 576}, {576, 1536}, {49152, 576}};
+          const Shapes seven_b{{4096, 4096}, {11008, 4096}, {4096, 11008}};
+          const Shapes* chosen = set == "llama8b" ? &llama8b : set == "smollm2" ? &smollm2 : set == "7b" ? &seven_b : nullptr;
+          if (chosen == nullptr) {
+            std::fprintf(stderr, "nmkit bench linear: --shapes '%s' is not llama8b, smollm2 or 7b\n", set.c_str());
+            return 2;
+          }
+          for (const auto& shape : *chosen) {
+            if (std::find(options.shapes.begin(), options.shapes.end(), shape) == options.shapes.end()) {
+              options.shapes.push_back(shape);
+            }
+          }
+        }
         if (args->rows > 0 || args->K > 0) {
           const int64_t K = args->K > 0 ? args->K : 4096;
           options.shapes.clear();
@@ -108,6 +133,7 @@ const bool registered = register_command({
         options.json_path = args->json;
         options.min_seconds = args->min_seconds;
         options.baselines = !args->no_baselines;
+        options.own_kernels = args->own_kernels;
         if (options.baselines) reexec_without_openblas_overrides();
         return bench::run_linear_bench(options);
       };

@@ -10,6 +10,7 @@
 #include "nmkit/files.h"
 #include "tools/nmkit/command.h"
 #include "tools/nmkit/prune_job.h"
+#include "tools/nmkit/prune_model.h"  // a GGUF file or Hugging Face folder: calibrated model pruning
 
 namespace nmkit::cli {
 namespace {
@@ -25,6 +26,7 @@ struct PruneArgs {
   std::string include;
   std::string exclude = kDefaultExclude;
   std::string report;
+  ModelPruneFlags model;
 };
 
 // Parses the option strings; the message quotes the option and the bad value.
@@ -49,6 +51,9 @@ Result<PruneJob> make_job(const PruneArgs& args) {
 }
 
 int run(const PruneArgs& args) {
+  if (is_model_source(args.input)) {
+    return run_prune_model(args.input, args.output, args.pattern, args.method, args.format, args.report, args.model);
+  }
   auto job = make_job(args);
   if (!job.ok()) return report_error(job.error());
   // Every file written must differ from every file read, the report included (issue 13, D1/D3).
@@ -110,12 +115,12 @@ const bool registered = register_command(CommandSpec{
     10,
     [](CLI::App& app) -> std::function<int()> {
       auto args = std::make_shared<PruneArgs>();
-      app.add_option("input", args->input, "Input checkpoint (.safetensors)")->required();
+      app.add_option("input", args->input, "Input checkpoint (.safetensors), or a model (GGUF file or Hugging Face folder)")->required();
       app.add_option("-o,--output", args->output, "Output checkpoint (written atomically)")->required();
       app.add_option("--pattern", args->pattern, "N:M pattern keep:group, e.g. 2:4, 6:8 (1 <= keep < group <= 64)")
           ->required();
       app.add_option("--method", args->method, "magnitude | gradient (|w*g|, needs --grad) | wanda (|w|*a[k], "
-                                               "needs --act-norms)")
+                                               "needs --act-norms); for a model: magnitude | wanda | sparsegpt, calibrated on --calib")
           ->capture_default_str();
       app.add_option("--grad", args->grad, "Gradients: one tensor per pruned weight, same name and shape");
       app.add_option("--act-norms", args->act_norms,
@@ -128,6 +133,7 @@ const bool registered = register_command(CommandSpec{
                      "nm (NAME.values + NAME.mask)")
           ->capture_default_str();
       app.add_option("--report", args->report, "Write the metrics as JSON");
+      add_model_prune_flags(app, args->model);
       return [args] { return run(*args); };
     },
 });

@@ -78,7 +78,7 @@ int run(const QuantizeArgs& args) {
       auto geometry = SlideGeometry::make(*pattern, info.shape[1], args.align);
       if (!geometry.ok()) return report_error(geometry.error().with_context(args.input + ": tensor " + quote_name(info.name) + ": "));
       item->geometry = *geometry;
-      item->cols = geometry->K_prime;
+      item->cols = geometry->K_prime();
     }
     QuantItem* raw = item.get();
     const std::string input = args.input;

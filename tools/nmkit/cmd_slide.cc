@@ -117,7 +117,7 @@ int run(const SlideArgs& args) {
     record.format = *format;
     record.pattern = Pattern{2, 4};  // what the stored tensor complies with
     record.dtype = dtype;
-    record.shape = {item->rows, geometry->K_prime};
+    record.shape = {item->rows, geometry->K_prime()};
     record.slide = *geometry;
     metadata[record_key(st.name)] = encode_record(record);
 
@@ -131,7 +131,7 @@ int run(const SlideArgs& args) {
                                        return ok_status();
                                      }});
     } else {
-      const int64_t K_prime = geometry->K_prime;  // a multiple of 4: no sparse24 padding
+      const int64_t K_prime = geometry->K_prime();  // a multiple of 4: no sparse24 padding
       outputs.push_back(OutputTensor{st.name + ".values", dtype, {item->rows, K_prime / 2},
                                      [&args, in, raw](std::byte* dst) -> Status {
                                        auto slid = slide_dense(args, *in, *raw);
@@ -174,8 +174,8 @@ int run(const SlideArgs& args) {
   Table table({"tensor", "shape", "K", "K'", "expansion", "ideal speedup"});
   for (const auto& item : items) {
     const SlideGeometry& g = item->geometry;
-    table.add_row({item->name, shape_str({item->rows, g.K}), std::to_string(g.K), std::to_string(g.K_prime),
-                   fmt::format("{:.4f}", static_cast<double>(g.K_prime) / static_cast<double>(g.K)),
+    table.add_row({item->name, shape_str({item->rows, g.K}), std::to_string(g.K), std::to_string(g.K_prime()),
+                   fmt::format("{:.4f}", static_cast<double>(g.K_prime()) / static_cast<double>(g.K)),
                    fmt::format("{:.4f}", g.ideal_speedup())});
   }
   fmt::print("{}", table.render());

@@ -83,6 +83,12 @@ std::string InspectedTensor::format() const {
 }
 
 Result<std::vector<InspectedTensor>> inspect_file(const std::string& path) {
+  auto kind = sniff_file_kind(path);
+  if (kind.ok() && *kind == FileKind::Gguf) return inspect_gguf(path);
+  // A file that cannot be read is left to SafetensorsFile::open, which names the reason.
+  if (!kind.ok() && kind.error().message().find("not a safetensors or GGUF file") != std::string::npos) {
+    return kind.error();
+  }
   auto file = SafetensorsFile::open(path);
   if (!file.ok()) return file.error();
   auto stored = list_stored(*file);
@@ -126,7 +132,7 @@ Result<std::vector<InspectedTensor>> inspect_file(const std::string& path) {
 std::string inspect_table(const std::vector<InspectedTensor>& tensors) {
   Table table({"tensor", "dtype", "shape", "format", "pattern", "zeros", "sparsest", "complies", "bytes"});
   for (const auto& t : tensors) {
-    table.add_row({t.name, std::string(dtype_name(t.dtype)), shape_str(t.shape), t.format(),
+    table.add_row({t.name, t.stored_type.empty() ? std::string(dtype_name(t.dtype)) : t.stored_type, shape_str(t.shape), t.format(),
                    t.record ? t.record->pattern.str() : "-", fmt::format("{:.2f}%", 100.0 * t.zero_fraction()),
                    !t.checked ? "-" : (t.sparsest ? t.sparsest->str() : "none"),
                    t.complies ? (*t.complies ? "yes" : "NO") : "-",
@@ -140,7 +146,7 @@ nlohmann::json inspect_json(const std::string& path, const std::vector<Inspected
   for (const auto& t : tensors) {
     nlohmann::json entry{
         {"name", t.name},
-        {"dtype", std::string(dtype_name(t.dtype))},
+        {"dtype", t.stored_type.empty() ? std::string(dtype_name(t.dtype)) : t.stored_type},
         {"shape", t.shape},
         {"format", t.record ? nlohmann::json(std::string(weight_format_name(t.record->format))) : nullptr},
         {"pattern", t.record ? nlohmann::json(t.record->pattern.str()) : nullptr},

@@ -21,6 +21,7 @@ const std::vector<Pattern>& inspect_candidates();
 struct InspectedTensor {
   std::string name;                     // logical name (a compressed weight without .values/.meta/.mask)
   DType dtype = DType::F32;
+  std::string stored_type;              // GGUF: the ggml type ("Q4_1"), shown instead of dtype
   Shape shape;                          // logical shape
   std::optional<WeightRecord> record;   // nmkit's record, when the file has one
   std::vector<std::string> parts;       // file tensors it is made of
@@ -34,8 +35,15 @@ struct InspectedTensor {
   std::string format() const;  // "-" (plain), "dense", "sparse24", "nm", with " slid" for SlideSparse
 };
 
-// Reads and checks every tensor of the file (compressed ones are validated and decompressed).
+// Reads and checks every tensor of the file (compressed ones are validated and decompressed; GGUF
+// ones dequantized).
 Result<std::vector<InspectedTensor>> inspect_file(const std::string& path);
+
+// inspect_gguf.cc: the file's format from its first bytes ("GGUF" magic, or a safetensors length
+// followed by '{'); an Error "PATH: not a safetensors or GGUF file ..." otherwise.
+enum class FileKind { Safetensors, Gguf };
+Result<FileKind> sniff_file_kind(const std::string& path);
+Result<std::vector<InspectedTensor>> inspect_gguf(const std::string& path);
 
 std::string inspect_table(const std::vector<InspectedTensor>& tensors);
 nlohmann::json inspect_json(const std::string& path, const std::vector<InspectedTensor>& tensors);

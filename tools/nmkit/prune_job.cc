@@ -45,13 +45,11 @@ struct PartShapes {
 PartShapes part_shapes(WeightFormat format, Pattern pattern, int64_t rows, int64_t K) {
   if (format == WeightFormat::Sparse24) {
     Sparse24 geometry;
-    geometry.rows = rows;
     geometry.K = K;
     return {{rows, geometry.K_pad() / 2}, {rows, geometry.meta_stride()}};
   }
   NMPacked geometry;
   geometry.pattern = pattern;
-  geometry.rows = rows;
   geometry.K = K;
   return {{rows, geometry.groups() * pattern.keep}, {rows, geometry.mask_stride()}};
 }

@@ -5,24 +5,16 @@
 // GCC 12's AVX-512 headers seed some intrinsics with _mm512_undefined_*(), which -Wuninitialized
 // reports inside the header; the values are fully overwritten, so the warning is silenced here only.
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-// POPCNT is not among the tier's compiler flags; without it __builtin_popcount becomes a bit-twiddling
-// sequence on the critical path of every step. Every CPU with AVX2 has POPCNT.
-#pragma GCC target("popcnt")
+#endif
+// POPCNT (added to this file's flags by src/cpu/CMakeLists.txt) keeps __builtin_popcount one instruction.
 #include <immintrin.h>
 
-#include "cpu/avx512/linear_nm_slabs.h"
-#include "cpu/linear_common.h"
-#include "cpu/linear_kernels.h"
+#include "cpu/avx512/linear_nm-inl.h"
 
 namespace nmkit::cpu::avx512 {
 namespace {
-
-inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
-inline __m512 load16(const uint16_t* p) {
-  const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
-}
 
 // Byte j of rank[c][m] is c plus the number of set bits of the byte m below bit j: which of the next
 // values lane j takes when bit j is set, c being the values taken by the lanes below the byte. 18 KiB,
@@ -68,41 +60,6 @@ inline __m512 expand16(const uint16_t* mask_bits, const T* p, uint32_t* count) {
   return _mm512_maskz_permutexvar_ps(k, _mm512_cvtepu8_epi32(ranks), load16(p));
 }
 
-template <int Mc, class T>
-void nm_block(const LinearCall& call, int64_t b, int64_t m0) {
-  const PackedLinear& w = *call.w;
-  const float* x = static_cast<const float*>(call.x) + m0 * w.K_x;
-  __m512 acc[Mc][kLinearRowBlock];
-  for (auto& row : acc) for (auto& a : row) a = _mm512_setzero_ps();
-  const int64_t superchunks = w.K_x / w.superchunk;
-  for (int64_t c = 0; c < superchunks; ++c) {
-    const T* v[kLinearRowBlock];
-    const uint16_t* bits[kLinearRowBlock];
-    for (int r = 0; r < kLinearRowBlock; ++r) {
-      const int64_t record = nm_record(w, b, c, r);
-      v[r] = w.values.as<T>() + record * w.value_stride;
-      bits[r] = reinterpret_cast<const uint16_t*>(w.meta.as<uint8_t>() + record * w.mask_stride);
-    }
-    const float* xc = x + c * w.superchunk;
-    for (int64_t s = 0; s < w.superchunk / 16; ++s) {
-      __m512 xs[Mc];
-      for (int m = 0; m < Mc; ++m) xs[m] = _mm512_loadu_ps(xc + m * w.K_x + s * 16);
-      for (int r = 0; r < kLinearRowBlock; ++r) {
-        uint32_t used;
-        const __m512 wv = expand16(bits[r] + s, v[r], &used);
-        v[r] += used;
-        for (int m = 0; m < Mc; ++m) acc[m][r] = _mm512_fmadd_ps(wv, xs[m], acc[m][r]);
-      }
-    }
-  }
-  for (int m = 0; m < Mc; ++m) {
-    for (int r = 0; r < kLinearRowBlock; ++r) {
-      const int64_t row = b * kLinearRowBlock + r;
-      if (row < w.rows) store_output(call, m0 + m, row, _mm512_reduce_add_ps(acc[m][r]));
-    }
-  }
-}
-
 // One 16-wide step from the rank table: the lanes of the mask's set bits take the next values.
 struct TableExpand {
   template <class T>
@@ -114,47 +71,6 @@ struct TableExpand {
   }
 };
 
-template <class T>
-void nm(const LinearCall& call) {
-  if (call.M >= kNMSlabTokens) return nm_slabs<T>(call, TableExpand{});
-  for (int64_t b = call.block_begin; b < call.block_end; ++b) {
-    int64_t m = 0;
-    for (; m + 4 <= call.M; m += 4) nm_block<4, T>(call, b, m);
-    switch (call.M - m) {
-      case 3: nm_block<3, T>(call, b, m); break;
-      case 2: nm_block<2, T>(call, b, m); break;
-      case 1: nm_block<1, T>(call, b, m); break;
-      default: break;
-    }
-  }
-}
-
-// bf16 weights and bf16 activations: the slabs with vdpbf16ps from 5 tokens, below that the f32
-// streaming kernel on the rounded activations (call.x holds them too).
-void nm_bf16x(const LinearCall& call) {
-  if (call.M >= kNMSlabTokens) return nm_slabs_bf16x(call, TableExpand{});
-  nm<uint16_t>(call);
-}
-
-template <class T>
-void nm_tile(const PackedLinear& w, int64_t b, float* tile) {
-  const int64_t superchunks = w.K_x / w.superchunk;
-  for (int64_t c = 0; c < superchunks; ++c) {
-    for (int r = 0; r < kLinearRowBlock; ++r) {
-      const int64_t record = nm_record(w, b, c, r);
-      const T* v = w.values.as<T>() + record * w.value_stride;
-      const auto* bits = reinterpret_cast<const uint16_t*>(w.meta.as<uint8_t>() + record * w.mask_stride);
-      for (int64_t s = 0; s < w.superchunk / 16; ++s) {
-        uint32_t used;
-        const __m512 wv = expand16(bits + s, v, &used);
-        v += used;
-        const int64_t k = c * w.superchunk + 16 * s;
-        _mm512_storeu_ps(tile + (k / kLinearChunk * kLinearRowBlock + r) * kLinearChunk + k % kLinearChunk, wv);
-      }
-    }
-  }
-}
-
 }  // namespace
 
 void fill_linear_nm(LinearKernels& slots) {
@@ -164,13 +80,6 @@ void fill_linear_nm(LinearKernels& slots) {
   else fill_linear_nm_table(slots);
 }
 
-void fill_linear_nm_table(LinearKernels& slots) {
-  slots.nm_tile_f32 = nm_tile<float>;
-  slots.nm_tile_bf16 = nm_tile<uint16_t>;
-  slots.nm_slabs = true;
-  slots.nm_bf16x = nm_bf16x;
-  slots.nm_f32 = nm<float>;
-  slots.nm_bf16 = nm<uint16_t>;
-}
+void fill_linear_nm_table(LinearKernels& slots) { fill_nm_slots<TableExpand>(slots); }
 
 }  // namespace nmkit::cpu::avx512

@@ -19,8 +19,6 @@
 namespace nmkit::cpu::avx512 {
 namespace {
 
-// Tokens from which a call takes the slabs: up to 4 the streaming kernel expands each mask once too.
-inline constexpr int64_t kNMSlabTokens = 5;
 
 // K of one slab: about 1024 (the L1 tile of 4 rows is 16 KiB of 48), a whole number of superchunks.
 inline int64_t nm_slab_superchunks(const PackedLinear& w) { return std::max<int64_t>(1, 1024 / w.superchunk); }

@@ -1,0 +1,240 @@
+#include "model_bench.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "measure.h"
+#include "nmkit/threads.h"
+
+namespace nmkit::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+int32_t argmax(const float* v, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i) best = v[i] > v[best] ? i : best;
+  return static_cast<int32_t>(best);
+}
+
+// Deterministic token ids spread over the vocabulary (llama-bench also times random tokens: speed does
+// not depend on which tokens run).
+std::vector<int32_t> prompt(int64_t n, int64_t n_vocab, uint32_t seed) {
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  uint32_t x = seed;
+  for (auto& id : ids) {
+    x = x * 1664525u + 1013904223u;
+    id = static_cast<int32_t>((x >> 8) % static_cast<uint32_t>(n_vocab));
+  }
+  return ids;
+}
+
+struct Runner {
+  ModelVariant variant;
+  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<LlamaSession> session;
+  std::vector<double> decode_tps, prefill_tps;  // one per round
+};
+
+Result<double> time_decode(Runner& r, int64_t prompt_n, int64_t decode) {
+  return measure_decode(*r.model, *r.session, prompt_n, decode);
+}
+
+Result<double> time_prefill(Runner& r, int64_t n) { return measure_prefill(*r.model, *r.session, n); }
+
+struct LlamaCppResult {
+  std::string label;
+  double decode_tps = 0, prefill_tps = 0;
+  std::string error;
+};
+
+LlamaCppResult run_llama_bench(const ModelBenchOptions& o, const LlamaCppFile& file) {
+  LlamaCppResult out;
+  out.label = file.label;
+  const std::string cmd = fmt::format("'{}' -m '{}' -t {} -p {} -n {} -r 3 -o json 2>/dev/null", o.llama_bench,
+                                      file.path, o.llamacpp_threads, o.prefill_tokens, o.decode_tokens);
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) {
+    out.error = "cannot run " + o.llama_bench;
+    return out;
+  }
+  std::string text;
+  char buffer[4096];
+  size_t got;
+  while ((got = fread(buffer, 1, sizeof buffer, pipe)) > 0) text.append(buffer, got);
+  const int status = pclose(pipe);
+  auto json = nlohmann::json::parse(text, nullptr, false);
+  if (status != 0 || !json.is_array()) {
+    out.error = "llama-bench failed on " + file.path;
+    return out;
+  }
+  for (const auto& rec : json) {
+    const double ts = rec.value("avg_ts", 0.0);
+    if (rec.value("n_gen", 0) > 0) out.decode_tps = ts;
+    else if (rec.value("n_prompt", 0) > 0) out.prefill_tps = ts;
+  }
+  return out;
+}
+
+// Median over rounds of the per-round ratio a[i] / b[i] (a shared machine drifts between rounds;
+// a ratio taken within a round does not).
+double median_ratio(const std::vector<double>& a, const std::vector<double>& b) {
+  std::vector<double> r;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) r.push_back(a[i] / b[i]);
+  return r.empty() ? 0.0 : median_of(r);
+}
+
+}  // namespace
+
+Result<double> measure_decode(const LlamaModel& model, LlamaSession& session, int64_t prompt_n, int64_t decode) {
+  const int64_t V = model.params().n_vocab;
+  std::vector<float> logits(static_cast<size_t>(V));
+  session.reset();
+  auto ids = prompt(prompt_n, V, 7);
+  NMKIT_TRY(model.forward(session, ids.data(), prompt_n, logits.data(), prompt_n - 1));
+  int32_t next = argmax(logits.data(), V);
+  const auto start = Clock::now();
+  for (int64_t i = 0; i < decode; ++i) {
+    NMKIT_TRY(model.forward(session, &next, 1, logits.data(), 0));
+    next = argmax(logits.data(), V);
+  }
+  return static_cast<double>(decode) / seconds_since(start);
+}
+
+Result<double> measure_prefill(const LlamaModel& model, LlamaSession& session, int64_t n) {
+  std::vector<float> logits(static_cast<size_t>(model.params().n_vocab));
+  auto ids = prompt(n, model.params().n_vocab, 11);
+  session.reset();
+  const auto start = Clock::now();
+  NMKIT_TRY(model.forward(session, ids.data(), n, logits.data(), n - 1));
+  return static_cast<double>(n) / seconds_since(start);
+}
+
+std::vector<ModelVariant> default_model_variants() {
+  std::vector<ModelVariant> v;
+  const std::pair<const char*, DType> dtypes[] = {{"f32", DType::F32}, {"bf16", DType::BF16}, {"int8", DType::I8}};
+  for (const auto& [name, dtype] : dtypes) {
+    ModelOptions dense;
+    dense.weights = dtype;
+    v.push_back({std::string(name) + " dense", dense});
+    ModelOptions s24 = dense;
+    s24.pattern = Pattern{2, 4};
+    s24.format = LinearFormat::Sparse24;
+    v.push_back({std::string(name) + " 2:4 sparse24", s24});
+    ModelOptions s68 = dense;
+    s68.pattern = Pattern{6, 8};
+    s68.format = dtype == DType::I8 ? LinearFormat::Slid : LinearFormat::NM;
+    v.push_back({std::string(name) + " 6:8 " + std::string(linear_format_name(s68.format)), s68});
+  }
+  return v;
+}
+
+int run_model_bench(const ModelBenchOptions& o) {
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  std::vector<Runner> runners;
+  for (const auto& variant : o.variants) {
+    if (tty) std::fprintf(stderr, "\rbuilding %-24s", variant.label.c_str());
+    auto model = o.build(variant.options);
+    if (!model.ok()) {
+      std::fprintf(stderr, "\nnmkit: %s: %s\n", variant.label.c_str(), model.error().message().c_str());
+      return 1;
+    }
+    Runner r;
+    r.variant = variant;
+    r.model = std::make_unique<LlamaModel>(std::move(model.value()));
+    const int64_t ctx = std::max(o.prefill_tokens, o.prompt_tokens + o.decode_tokens);
+    r.session = std::make_unique<LlamaSession>(*r.model, ctx);
+    // Untimed: first calls build lazily made forms (slid, nm for many tokens) and fault in pages.
+    NMKIT_ASSERT(r.model->params().n_vocab > 0);
+    auto d = time_decode(r, o.prompt_tokens, 4);
+    auto p = d.ok() ? time_prefill(r, std::min<int64_t>(o.prefill_tokens, 64)) : Result<double>(d.error());
+    if (!p.ok()) {
+      std::fprintf(stderr, "\nnmkit: %s: %s\n", variant.label.c_str(), p.error().message().c_str());
+      return 1;
+    }
+    runners.push_back(std::move(r));
+  }
+  if (tty) std::fprintf(stderr, "\r%40s\r", "");
+  const double read_gbs = read_bandwidth_gbs();
+  for (int round = 0; round < o.rounds; ++round) {
+    for (auto& r : runners) {
+      if (tty) std::fprintf(stderr, "\rround %d/%d decode  %-24s", round + 1, o.rounds, r.variant.label.c_str());
+      auto tps = time_decode(r, o.prompt_tokens, o.decode_tokens);
+      if (!tps.ok()) return std::fprintf(stderr, "\nnmkit: %s\n", tps.error().message().c_str()), 1;
+      r.decode_tps.push_back(*tps);
+    }
+    for (auto& r : runners) {
+      if (tty) std::fprintf(stderr, "\rround %d/%d prefill %-24s", round + 1, o.rounds, r.variant.label.c_str());
+      auto tps = time_prefill(r, o.prefill_tokens);
+      if (!tps.ok()) return std::fprintf(stderr, "\nnmkit: %s\n", tps.error().message().c_str()), 1;
+      r.prefill_tps.push_back(*tps);
+    }
+  }
+  std::vector<LlamaCppResult> cpp;
+  if (!o.llama_bench.empty()) {
+    for (const auto& f : o.llamacpp_files) {
+      if (tty) std::fprintf(stderr, "\rllama-bench %-24s", f.label.c_str());
+      cpp.push_back(run_llama_bench(o, f));
+    }
+  }
+  if (tty) std::fprintf(stderr, "\r%60s\r", "");
+
+  const Runner& base = runners.front();
+  fmt::print("model {}: decode {} tokens after a {}-token prompt, prefill {} tokens; {} threads; "
+             "{} interleaved rounds, medians; read bandwidth {:.1f} GB/s (same run)\n",
+             o.model_label, o.decode_tokens, o.prompt_tokens, o.prefill_tokens, thread_count(), o.rounds, read_gbs);
+  fmt::print("{:<20} {:>10} {:>9} {:>8} {:>8} {:>7} {:>10} {:>8}  {}\n", "weights", "MB/token", "decode/s",
+             "x base", "GB/s", "% read", "prefill/s", "x base", "kernel (decode, prefill)");
+  nlohmann::json records = nlohmann::json::array();
+  for (const auto& r : runners) {
+    const double bytes = static_cast<double>(r.model->weight_bytes_per_token());
+    const double dec = median_of(r.decode_tps), pre = median_of(r.prefill_tps);
+    const double gbs = bytes * dec / 1e9;
+    const double dec_ratio = median_ratio(r.decode_tps, base.decode_tps);
+    const double pre_ratio = median_ratio(r.prefill_tps, base.prefill_tps);
+    fmt::print("{:<20} {:>10.1f} {:>9.1f} {:>7.2f}x {:>8.1f} {:>6.0f}% {:>10.1f} {:>7.2f}x  {}, {}\n", r.variant.label,
+               bytes / 1e6, dec, dec_ratio, gbs, 100.0 * gbs / read_gbs, pre, pre_ratio,
+               r.model->linear_kernel_name(1), r.model->linear_kernel_name(o.prefill_tokens));
+    records.push_back({{"engine", "nmkit"}, {"variant", r.variant.label}, {"weight_bytes_per_token", bytes},
+                       {"decode_tps", dec}, {"decode_tps_rounds", r.decode_tps}, {"prefill_tps", pre},
+                       {"prefill_tps_rounds", r.prefill_tps}, {"decode_vs_base", dec_ratio},
+                       {"prefill_vs_base", pre_ratio}, {"read_gbs", read_gbs}, {"decode_gbs", gbs}});
+  }
+  if (!cpp.empty()) {
+    fmt::print("llama.cpp llama-bench -t {} -r 3 (tg{}, pp{}), same run; nmkit {} against it:\n", o.llamacpp_threads,
+               o.decode_tokens, o.prefill_tokens, base.variant.label);
+    const double dec = median_of(base.decode_tps), pre = median_of(base.prefill_tps);
+    for (const auto& c : cpp) {
+      if (!c.error.empty()) {
+        fmt::print("  {:<8} {}\n", c.label, c.error);
+        continue;
+      }
+      fmt::print("  {:<8} decode {:>7.1f}/s (nmkit {:.2f}x)  prefill {:>7.1f}/s (nmkit {:.2f}x)\n", c.label,
+                 c.decode_tps, dec / c.decode_tps, c.prefill_tps, pre / c.prefill_tps);
+      records.push_back({{"engine", "llama.cpp"}, {"variant", c.label}, {"decode_tps", c.decode_tps},
+                         {"prefill_tps", c.prefill_tps}});
+    }
+  }
+  if (!o.json_path.empty()) {
+    std::ofstream out(o.json_path);
+    out << records.dump(1) << "\n";
+    if (!out) return std::fprintf(stderr, "nmkit: cannot write %s\n", o.json_path.c_str()), 1;
+  }
+  return 0;
+}
+
+}  // namespace nmkit::bench

@@ -1,0 +1,105 @@
+// Calibrated pruning of one linear layer (docs/design.md section 12): the statistics of its inputs
+// over calibration tokens, Wanda (|w| * a[k] through prune()) and SparseGPT (second-order pruning
+// with the weight updates of Frantar & Alistarh 2023), and the output error on those inputs.
+// The model-level driver that gathers these statistics block by block lives in nmkit/calib_model.h.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "nmkit/metrics.h"
+#include "nmkit/pattern.h"
+#include "nmkit/prune.h"
+#include "nmkit/status.h"
+#include "nmkit/tensor.h"
+
+namespace nmkit {
+
+// Second moments of a linear layer's inputs X [tokens, K] summed over calibration batches, in
+// float64: the per-feature sums of squares (Wanda) and, when asked, H = X^T X (SparseGPT, output
+// error). Batches are converted to float64 a slab of rows at a time and added with BLAS dsyrk.
+class InputStats {
+ public:
+  explicit InputStats(int64_t K, bool with_hessian);
+
+  // Adds `tokens` rows of X (row-major, K floats each, row stride `ld` >= K; 0 means K).
+  void add(const float* X, int64_t tokens, int64_t ld = 0);
+
+  int64_t K() const { return K_; }
+  int64_t tokens() const { return tokens_; }
+  bool has_hessian() const { return !hessian_.empty(); }
+  // a[k] = sqrt(sum over tokens of x_k^2), float64 then float32 (design section 12).
+  std::vector<float> act_norms() const;
+  // H = X^T X, K x K row-major, both triangles filled (empty without a Hessian).
+  std::vector<double> hessian() const;
+
+ private:
+  int64_t K_ = 0;
+  int64_t tokens_ = 0;
+  std::vector<double> sum_sq_;
+  std::vector<double> hessian_;  // upper triangle (row-major) accumulated; lower filled on read
+  std::vector<double> slab_;     // rows of X converted to float64
+};
+
+// Wanda: prunes w by the score |w| * a[k] with a = stats.act_norms() (design sections 2 and 12).
+Result<PruneResult> wanda_prune(const TensorView& w, const std::vector<float>& act_norms,
+                                Pattern pattern, std::string_view name = "");
+
+struct SparseGptOptions {
+  double damping = 0.01;  // fraction of mean(diag H) added to the diagonal
+  int block_size = 128;   // columns per lazy-update block, rounded down to a multiple of the group
+};
+
+struct SparseGptResult {
+  Tensor pruned;        // dense-masked, dtype and shape of w; kept weights updated
+  PruneSums sums;       // section 3 sums of the mask over the ORIGINAL weights (sparsity, kept and
+                        // pruned magnitudes); the kept weights moved, see weight_relative_error
+  double weight_relative_error = 0;  // ||W - W_pruned||_F / ||W||_F including the updates
+  double damping = 0;   // the damping fraction that gave a Cholesky factor (0.01, 0.1 or 1 x it)
+  int64_t dead_inputs = 0;  // inputs with H[k,k] = 0: their column of W is set to zero
+  double cholesky_seconds = 0;
+  double update_seconds = 0;
+};
+
+// The upper Cholesky factor U of (H + damping)^-1 (H^-1 = U^T U), as SparseGPT needs it, with the
+// dead-input and damping rules of design section 12. H is K x K (only its upper triangle is read);
+// `dead` receives the indices of inputs with H[k,k] = 0. Errors name `name` on a non-finite H and
+// when the Cholesky factorization fails at all three dampings.
+struct InverseCholesky {
+  std::vector<double> U;  // K x K row-major, strict lower triangle zero
+  std::vector<int64_t> dead;
+  double damping = 0;     // the fraction that succeeded
+};
+Result<InverseCholesky> inverse_cholesky(const double* H, int64_t K, double damping,
+                                         std::string_view name = "");
+
+// SparseGPT (docs/design.md section 12) of the 2-D f32/f16/bf16 weight w [rows, K] with the
+// Hessian H (K x K, upper triangle read) of its inputs. Any keep:group, tail groups as section 2.
+Result<SparseGptResult> sparsegpt_prune(const TensorView& w, const double* H, Pattern pattern,
+                                        const SparseGptOptions& options = {},
+                                        std::string_view name = "");
+// The same with U already computed (layers sharing their inputs share U).
+Result<SparseGptResult> sparsegpt_prune_with(const TensorView& w, const InverseCholesky& factor,
+                                             Pattern pattern, const SparseGptOptions& options = {},
+                                             std::string_view name = "");
+
+// Least-squares refit of the kept weights of `pruned` (its non-zeros; the mask is kept) toward w's
+// outputs on inputs with Hessian H (K x K, both triangles), damped like SparseGPT's:
+// `iterations` steps of Jacobi-preconditioned conjugate gradient over all rows at once. The damped
+// objective trace((W - Wp) Hd (W - Wp)^T) never rises (if rounding to the dtype made it rise, the
+// input is left as it was and `reverted` is set).
+struct ReconstructResult {
+  double objective_before = 0, objective_after = 0;
+  int iterations = 0;
+  bool reverted = false;
+};
+Result<ReconstructResult> reconstruct_kept(const TensorView& w, Tensor& pruned, const double* H,
+                                           int iterations, double damping = 0.01,
+                                           std::string_view name = "");
+
+// ||X W^T - X Wp^T||_F / ||X W^T||_F over the inputs whose Hessian is H (K x K, both triangles):
+// sqrt(trace(D H D^T) / trace(W H W^T)) with D = W - Wp. 0 when X W^T is zero.
+Result<double> output_error(const TensorView& w, const TensorView& pruned, const double* H);
+
+}  // namespace nmkit

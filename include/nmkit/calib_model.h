@@ -1,0 +1,89 @@
+// Calibrated pruning of a whole llama model, block by block (docs/design.md section 12): the inputs
+// of block b are the outputs of blocks 0..b-1 already pruned; one pass of block b gathers the
+// statistics of all its linears, they are pruned, and the block runs again, pruned, to give block
+// b+1 its inputs. Memory: one block's hidden states (twice) plus the statistics of its four inputs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nmkit/calib.h"
+#include "nmkit/metrics.h"
+#include "nmkit/model.h"
+#include "nmkit/pattern.h"
+#include "nmkit/status.h"
+
+namespace nmkit {
+
+// The storage form of a model's block linears (nmkit/model.h's enum, named through ModelOptions).
+using CalibLinearFormat = decltype(ModelOptions::format);
+
+enum class CalibMethod { Magnitude, Wanda, SparseGpt };
+Result<CalibMethod> parse_calib_method(std::string_view text);  // "magnitude" | "wanda" | "sparsegpt"
+std::string_view calib_method_name(CalibMethod method);
+bool needs_calibration(CalibMethod method);  // wanda and sparsegpt
+
+// n_seq sequences of seq_len tokens from a tokenized calibration text: windows spread evenly over
+// the text (window i starts at i * floor(n_tokens / n_seq)), so they sample all of it. Fewer than
+// n_seq * seq_len tokens: as many whole sequences as fit; fewer than seq_len: an Error naming
+// `what` and both counts.
+Result<std::vector<int32_t>> calibration_sequences(const std::vector<int32_t>& tokens, int64_t n_seq,
+                                                   int64_t seq_len, std::string_view what);
+
+struct CalibOptions {
+  Pattern pattern;
+  CalibMethod method = CalibMethod::SparseGpt;
+  SparseGptOptions sparsegpt;
+  // The format pruned linears are stored in inside the model (dense to keep the f32 weights only).
+  CalibLinearFormat format = CalibLinearFormat::Dense;
+  // Wanda needs no Hessian; its output error (design 12) is measured on a Hessian of the first
+  // `wanda_error_tokens` calibration tokens (0: none) so that it stays cheap.
+  int64_t wanda_error_tokens = 2048;
+  // Beyond the papers: after the mask, refit the kept weights by least squares on the calibration
+  // inputs (reconstruct_kept, this many CG steps; 0: off). Needs the full Hessian, also for Wanda.
+  int refit_steps = 0;
+  // Called when block b (of n_layer) is done.
+  std::function<void(int64_t b, int64_t n_layer)> on_block;
+};
+
+struct LinearReport {
+  int64_t block = 0;
+  std::string name;          // GGUF name: blk.B.attn_q.weight
+  PruneSums sums;            // section 3, of the mask over the original weight
+  double weight_relative_error = 0;  // ||W - Wp||_F / ||W||_F (SparseGPT moves kept weights)
+  std::optional<double> output_error;  // ||XW^T - XWp^T||_F / ||XW^T||_F on calibration inputs
+  int64_t error_tokens = 0;  // tokens the output error was measured on
+  std::optional<double> refit_before;  // output error before the refit (refit_steps > 0)
+  double seconds = 0;        // pruning (and its share of the Cholesky), not the forward passes
+  double damping = 0;        // SparseGPT only
+  int64_t dead_inputs = 0;
+};
+
+struct CalibTimes {  // seconds
+  double forward = 0;   // embedding and block passes (statistics and pruned)
+  double stats = 0;     // Hessian and norm accumulation in the hooks
+  double cholesky = 0;
+  double prune = 0;     // SparseGPT updates / Wanda and magnitude selection, and metrics
+  double refit = 0;     // least-squares refit of the kept weights
+  double error = 0;     // output errors
+  double pack = 0;      // replacing the model's linears
+  double total = 0;
+};
+
+struct CalibReport {
+  std::vector<LinearReport> linears;
+  CalibTimes seconds;
+  int64_t n_seq = 0, seq_len = 0;
+  int refit_steps = 0;
+};
+
+// Prunes every block linear of `model` (built with keep_dense_weights) in place. `tokens` holds
+// n_seq * seq_len calibration tokens (ignored by magnitude, which needs none and runs no pass).
+Result<CalibReport> calibrate_and_prune(LlamaModel& model, const std::vector<int32_t>& tokens,
+                                        int64_t n_seq, int64_t seq_len, const CalibOptions& options);
+
+}  // namespace nmkit

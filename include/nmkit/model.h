@@ -1,0 +1,176 @@
+// A llama decoder running on nmkit's kernels (design.md section 11.2): embeddings, RMSNorm, rope
+// NORM, grouped-query attention with a KV cache, SwiGLU, tied or separate output head. Every linear
+// is a SparseLinear, so one model runs with weights as dense f32, bf16 or int8, or pruned on load
+// (design.md 11.5: only the attention and MLP linears) and packed as sparse24, nm or slid.
+// Attention, norms and the residual stream are f32.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nmkit/dtype.h"
+#include "nmkit/pattern.h"
+#include "nmkit/prune.h"
+#include "nmkit/status.h"
+#include "nmkit/tensor.h"
+
+namespace nmkit {
+
+// Hyper-parameters of a llama decoder (GGUF keys `llama.*`, design.md 11.2).
+struct LlamaParams {
+  int64_t n_vocab = 0;
+  int64_t n_embd = 0;
+  int64_t n_layer = 0;
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t n_ff = 0;
+  int64_t n_ctx_train = 0;
+  float rms_eps = 1e-5f;
+  float rope_base = 10000.0f;
+  bool tied_output = true;  // no output.weight: the head is token_embd
+  int64_t head_dim() const { return n_head > 0 ? n_embd / n_head : 0; }
+  // An Error naming the first impossible value (n_embd not a multiple of n_head, odd head size,
+  // n_head not a multiple of n_head_kv, non-positive sizes, eps <= 0).
+  Status validate() const;
+};
+
+// The model's tensors by GGUF name ("token_embd.weight", "output_norm.weight", "output.weight",
+// "blk.B.attn_norm.weight", "blk.B.attn_q.weight", ...), each as f32: matrices [rows, K], norms [n].
+// An absent tensor is an Error naming it.
+using TensorLoader = std::function<Result<Tensor>(const std::string& name)>;
+
+// How the block linears are held and run after pruning (design.md 4 and 5): a checkpoint's WeightFormat
+// plus Slid, which a checkpoint stores as a dense or sparse24 weight with a slide record.
+enum class LinearFormat { Dense, Sparse24, NM, Slid };
+Result<LinearFormat> parse_linear_format(std::string_view text);  // "dense" | "sparse24" | "nm" | "slid"
+std::string_view linear_format_name(LinearFormat format);
+// "f32" | "bf16" | "int8" -> F32, BF16, I8.
+Result<DType> parse_weight_dtype(std::string_view text);
+
+struct ModelOptions {
+  // Weights of every linear, the head included: F32, BF16 (rounded to nearest even) or I8 (per output
+  // channel, with activations quantized per token on every call; SparseLinear's int8 option).
+  DType weights = DType::F32;
+  // Prune on load: the block linears (q, k, v, o, gate, up, down) pruned along K with `method`, then
+  // stored in `format`. Unset: no pruning (format must be Dense). sparse24 needs 2:4; slid needs a
+  // slidable pattern and runs int8 (whatever `weights` says); nm runs f32 or bf16.
+  std::optional<Pattern> pattern;
+  PruneMethod method = PruneMethod::Magnitude;
+  LinearFormat format = LinearFormat::Dense;
+  // Hold each block linear's dense f32 weight (after pruning) next to its packed form: needed by
+  // dense_weight(), replace_linear() and tensors() (calibrated pruning, saving). About 4 bytes per
+  // linear weight more memory.
+  bool keep_dense_weights = false;
+  // Called after each block is built (b = 0 .. n_layer-1), for a progress line.
+  std::function<void(int64_t b, int64_t n_layer)> on_block;
+};
+
+class LlamaModel;
+
+// A KV cache and the scratch buffers of one sequence. Layout of the cache of a layer: K transposed,
+// (n_head_kv, head_dim, n_ctx), so that the scores of a query over all positions are a sum over
+// head_dim of contiguous rows (vectorizes without reordering float sums); V (n_head_kv, n_ctx,
+// head_dim). Contiguous per layer; allocated once, at construction.
+class LlamaSession {
+ public:
+  LlamaSession(const LlamaModel& model, int64_t n_ctx);
+  LlamaSession(LlamaSession&&) noexcept;
+  LlamaSession& operator=(LlamaSession&&) noexcept;
+  ~LlamaSession();
+  int64_t n_ctx() const;
+  int64_t position() const;  // tokens in the cache
+  void reset();              // empties the cache (buffers are kept)
+
+ private:
+  friend class LlamaModel;
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// The input of a block linear seen by run_block's hook: `names` are the linears that read it
+// ("attn_q", "attn_k", "attn_v" share one input; "ffn_gate", "ffn_up" another), x is [tokens, K].
+struct LinearInput {
+  const std::vector<std::string>& names;
+  const float* x;
+  int64_t tokens;
+  int64_t K;
+};
+using LinearHook = std::function<Status(const LinearInput& input)>;
+
+// A tensor of the model under its GGUF name, f32 (block linears dense-masked after pruning).
+struct NamedTensor {
+  std::string name;
+  Tensor tensor;
+};
+
+class LlamaModel {
+ public:
+  // Builds every layer from `load` (tensor names and shapes checked against `params`).
+  static Result<LlamaModel> build(const LlamaParams& params, const TensorLoader& load,
+                                  const ModelOptions& options = {});
+  LlamaModel(LlamaModel&&) noexcept;
+  LlamaModel& operator=(LlamaModel&&) noexcept;
+  ~LlamaModel();
+
+  const LlamaParams& params() const;
+  const ModelOptions& options() const;
+  // The linears of a block in GGUF order: attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up,
+  // ffn_down.
+  static const std::vector<std::string>& block_linear_names();
+
+  // Runs n tokens at positions session.position() .. +n-1 through the model, appending to the cache,
+  // and writes the logits of tokens logits_from .. n-1 to `logits` ((n - logits_from) x n_vocab f32;
+  // logits_from = n writes none). Errors: n < 1, a token outside the vocabulary (naming it), or a
+  // cache too short for the tokens. Allocates nothing once the session has run n tokens at once.
+  Status forward(LlamaSession& session, const int32_t* tokens, int64_t n, float* logits,
+                 int64_t logits_from) const;
+
+  // --- Block-by-block access for calibrated pruning (design.md 12) ---
+  // hidden [n, n_embd] = token_embd rows of the tokens.
+  Status embed(const int32_t* tokens, int64_t n, float* hidden) const;
+  // Block b on n_seq sequences of seq_len tokens each, hidden [n_seq * seq_len, n_embd] in place;
+  // every sequence is causal from position 0 (no KV cache). The hook, when set, sees the input of
+  // each linear before it runs (an Error from it is returned).
+  Status run_block(int64_t b, float* hidden, int64_t n_seq, int64_t seq_len,
+                   const LinearHook& hook = {}) const;
+  // The final norm and head on hidden [n, n_embd]: logits [n, n_vocab].
+  Status head(const float* hidden, int64_t n, float* logits) const;
+  // The dense f32 weight of block b's linear `name` [rows, K] (after any pruning on load). Needs
+  // options.keep_dense_weights.
+  Result<TensorView> dense_weight(int64_t b, std::string_view name) const;
+  // Replaces block b's linear `name` by `weight` (f32 [rows, K], dense-masked) stored in `format`
+  // (pattern: the one the weight complies with, for sparse24/nm/slid), in this model's weight dtype.
+  // Needs options.keep_dense_weights (linears sharing an input are packed together).
+  Status replace_linear(int64_t b, std::string_view name, const TensorView& weight,
+                        LinearFormat format, std::optional<Pattern> pattern = std::nullopt);
+
+  // Every tensor under its GGUF name in GGUF order (token_embd, output_norm, output if separate,
+  // then per block attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate, ffn_up,
+  // ffn_down), f32. Needs options.keep_dense_weights.
+  Result<std::vector<NamedTensor>> tensors() const;
+
+  // Bytes of packed weights one decode step streams (every block linear and the head).
+  size_t weight_bytes_per_token() const;
+  // Bytes of the weights in their storage formats (what a checkpoint of this model holds; "size on
+  // disk"): block linears packed as design.md 4 and 5 lay them out (dense rows x K; sparse24 and nm
+  // values plus metadata bytes; slid as int8 sparse24 over K_prime), the embedding and a separate
+  // head dense, all in the weight dtype with a f32 scale per row for int8; norms f32.
+  size_t storage_bytes() const;
+  // The kernel names of a block linear and of the head, for reports ("avx512 sparse24 f32").
+  std::string linear_kernel_name(int64_t M) const;
+  std::string head_kernel_name(int64_t M) const;
+
+ struct Impl;  // opaque: defined in src/model
+
+ private:
+  explicit LlamaModel(std::unique_ptr<Impl> impl);
+  friend class LlamaSession;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace nmkit

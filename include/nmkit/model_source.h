@@ -1,0 +1,70 @@
+// Where a llama model's weights and tokenizer come from: a GGUF file, or a Hugging Face checkpoint
+// directory (config.json, model.safetensors or model-0000x-of-0000y.safetensors shards listed in
+// model.safetensors.index.json, tokenizer.json). Both are presented the same way: llama.cpp's GGUF
+// tensor names, f32 tensors [rows, K], and q/k rows in GGUF's rope-NORM order (docs/design.md
+// section 11.1), so that LlamaModel::build runs either through loader().
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nmkit/gguf.h"
+#include "nmkit/model.h"
+#include "nmkit/status.h"
+#include "nmkit/tensor.h"
+
+namespace nmkit {
+
+class ModelSource {
+ public:
+  enum class Kind { Gguf, HuggingFace };
+
+  // Opens PATH: a file starting with the GGUF magic, or a folder holding config.json. Validates on
+  // open, each failure one line naming the file and value: a supported architecture (names it and
+  // lists supported_architectures()), the hyper-parameters (GGUF `llama.*` keys, or config.json's
+  // vocab_size, hidden_size, ...; LlamaParams::validate), no rope scaling or partial rotary, and
+  // every tensor of the model present with the shape the hyper-parameters imply, in a dtype or ggml
+  // type nmkit reads (others are an Error naming the tensor and type). Unknown tensors are refused.
+  static Result<ModelSource> open(const std::string& path);
+  ModelSource(ModelSource&&) noexcept;
+  ModelSource& operator=(ModelSource&&) noexcept;
+  ~ModelSource();
+
+  static const std::vector<std::string>& supported_architectures();  // {"llama"}
+
+  Kind kind() const;
+  const std::string& path() const;
+  const std::string& architecture() const;  // "llama"
+  // n_vocab (llama.vocab_size, else the token list's length, else token_embd's rows), n_embd,
+  // n_layer, n_head, n_head_kv (defaults to n_head), n_ff, n_ctx_train, rms_eps, rope_base (10000
+  // when absent), tied_output (no output.weight; HF: tie_word_embeddings).
+  const LlamaParams& params() const;
+
+  // GGUF names in GGUF order: token_embd.weight, output_norm.weight, output.weight (when not tied),
+  // then per block blk.N.{attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate,
+  // ffn_up, ffn_down}.weight.
+  const std::vector<std::string>& tensor_names() const;
+  bool has_tensor(std::string_view name) const;
+  // The tensor as F32 [rows, K] (norms [n]): GGUF dequantized (GgufFile::dequantize); HF converted
+  // from F32/F16/BF16, with attn_q/attn_k rows permuted as llama.cpp's convert_hf_to_gguf.py
+  // `permute` does (within each head, HF row s*d/2 + i becomes row 2i + s). Error for an unknown name.
+  Result<Tensor> load_f32(std::string_view name) const;
+  // load_f32 as a TensorLoader for LlamaModel::build (valid while this object lives).
+  TensorLoader loader() const;
+
+  // The GGUF file itself (metadata for writers that keep it, the tokenizer); nullptr for HF.
+  const GgufFile* gguf() const;
+  // Tokenizer source: for HF, the tokenizer.json path ("" when the folder has none); for GGUF, ""
+  // (the tokenizer is in gguf()'s metadata: Tokenizer::from_gguf).
+  const std::string& tokenizer_json() const;
+
+  struct Impl;  // opaque: defined in src/model
+
+ private:
+  explicit ModelSource(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace nmkit

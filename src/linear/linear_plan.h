@@ -1,0 +1,69 @@
+// The one plan of a SparseLinear call: from the packed weight and the tokens per call M, which form
+// of the weight is read and which kernel runs on it. SparseLinear::apply executes the plan;
+// kernel_name(M), bytes_streamed(M) and byte_ratio(M) describe the same plan, so a benchmark row names
+// the kernel that ran. Every token-count threshold of nmkit's linear layer is in linear_plan.cc, each
+// with the measurement that chose it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "cpu/linear_kernels.h"
+#include "linear/onednn_matmul.h"
+#include "nmkit/status.h"
+
+namespace nmkit::linear {
+
+// The packed weight of a SparseLinear and the forms built for large calls on first use.
+struct LinearLayer {
+  std::unique_ptr<cpu::PackedLinear> packed;
+  bool onednn = true;  // LinearOptions::onednn
+  // The weight dense in oneDNN's layout (Route::Onednn), built by the first call that needs it.
+  mutable std::once_flag matmul_once;
+  mutable std::unique_ptr<OnednnMatmul> matmul;
+  mutable std::optional<Error> matmul_error;  // building it failed (then every such call fails)
+};
+
+// Which packed form a call reads.
+enum class FormUsed {
+  Own,     // the layer's packed weight
+  Unslid,  // a slid weight's unslid form (cpu::many_tokens_form): dense INT8 codes, or the nm pack
+};
+
+enum class Route {
+  Rows,        // the tier's kernel over row blocks: weights streamed once per block of tokens
+  TokenLanes,  // sparse24 f32/bf16: X transposed to 16-token lanes, one FMA per kept value
+  Bf16Pairs,   // sparse24 bf16 weights times bf16 activations, vdpbf16ps over pairs
+  Slabs,       // nm: each K slab of a row block expanded once for all the call's tokens
+  Tiles,       // row blocks decompressed into dense tiles, the dense micro-kernel on each
+  Onednn,      // oneDNN's GEMM on the weight decompressed once into its dense prepacked layout
+};
+
+struct LinearPlan {
+  FormUsed form = FormUsed::Own;
+  cpu::PackedKind kind = cpu::PackedKind::Dense;  // of the form read (Onednn: of its source)
+  DType dtype = DType::F32;
+  Route route = Route::Rows;
+  MatmulType matmul = MatmulType::F32;  // Route::Onednn only
+};
+
+// The plan for M >= 1 tokens per call.
+LinearPlan plan_for(const LinearLayer& layer, int64_t M);
+
+// The kernel slot of a plan's route on the form it reads (null for Route::Onednn).
+cpu::LinearFn plan_kernel(const LinearPlan& plan, const cpu::PackedLinear& form);
+
+// "avx512 sparse24 f32 token lanes", "avx512 dense bf16 onednn", "avx512 slid6:8 int8 as dense", ...
+std::string plan_name(const cpu::PackedLinear& w, const LinearPlan& plan);
+
+// Bytes of weight (values, indices or masks, int8 scales and sums) one call of the plan streams.
+size_t plan_bytes(const cpu::PackedLinear& w, const LinearPlan& plan);
+
+// Tokens up to which a call is bound by the bytes of weight it streams (theoretical_speedup).
+int64_t memory_bound_tokens();
+
+}  // namespace nmkit::linear

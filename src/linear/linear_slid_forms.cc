@@ -1,0 +1,139 @@
+#include "linear/linear_slid_forms.h"
+
+#include <cstring>
+#include <vector>
+
+#include "linear/linear_driver.h"
+#include "linear/linear_pack.h"
+#include "nmkit/quant.h"
+#include "nmkit/slide.h"
+#include "nmkit/tensor.h"
+
+namespace nmkit::cpu {
+namespace {
+
+// Tokens from which a slid INT8 weight runs its unslid dense codes instead of the 2:4 kernel over
+// K_prime. That kernel executes (N-1)/N of the dense products but gathers the activations once per
+// token (vpermt2b), which costs about what the VNNI it saves does, over K_prime = 1.5 K for 6:8.
+// Measured on 4096x4096 6:8, 2 threads, median of same-process ratios to dense int8: slid 0.97-0.99x
+// at 2-4 tokens (unslid 1.00-1.05x), 0.87x at 8 (0.96x), 0.75x at 16 (1.01x), 0.59x at 256 (0.99x).
+constexpr int64_t kUnslidTokens = 8;
+
+// Tokens from which an nm weight packed slid runs its nm pack. Measured on 4096x4096 6:8 (2 threads,
+// median of same-process ratios to nmkit dense): f32 activations slid 1.35x / nm 1.25x at 1 token,
+// 1.23x / 0.92x at 16, 1.21x / 0.90x at 32, 0.92x / 0.94x at 64, 0.91x / 0.97x at 256; bf16
+// activations (vdpbf16ps) slid 0.97-1.19x / nm 0.69-0.87x at 1 token, 1.15x / 1.12x at 16,
+// 1.07x / 1.20x at 32, 1.14x / 1.49x at 64.
+constexpr int64_t kNmTokensF32x = 64;
+constexpr int64_t kNmTokensBf16x = 32;
+
+// Row r of row block b's dense tile (decompress_block) at column j: chunks of 4 rows x `chunk`.
+template <class T>
+T tile_at(const std::vector<T>& tile, int64_t r, int64_t j, int64_t chunk) {
+  return tile[static_cast<size_t>(((j / chunk) * kLinearRowBlock + r) * chunk + j % chunk)];
+}
+
+// Folds every row of a slid weight back onto the K columns it was slid from: each non-zero sits in
+// exactly one window, so this is a scatter through the lifting map. T is int8 (codes) or float.
+template <class T>
+Tensor unslide_rows(const PackedLinear& w, DType dtype, int64_t chunk) {
+  const SlideGeometry& geometry = *w.slide;
+  const std::vector<int64_t> source = lift_index_map(geometry);
+  Tensor out = Tensor::zeros(dtype, {w.rows, geometry.K});
+  std::vector<T> tile(tile_bytes(w) / sizeof(T));
+  for (int64_t b = 0; b < w.row_blocks; ++b) {
+    decompress_block(w, b, tile.data());
+    for (int64_t r = 0; r < kLinearRowBlock && b * kLinearRowBlock + r < w.rows; ++r) {
+      T* to = out.as<T>() + (b * kLinearRowBlock + r) * geometry.K;
+      for (int64_t j = 0; j < geometry.K_prime(); ++j) {
+        const T value = tile_at(tile, r, j, chunk);
+        if (value != T{0} && source[static_cast<size_t>(j)] >= 0) to[source[static_cast<size_t>(j)]] = value;
+      }
+    }
+  }
+  return out;
+}
+
+// INT8: the per-row scales stay (the same values, so the same maximum), and the lifted activations
+// quantize to the same codes as the unlifted ones (every column appears, so the same maximum): the
+// product is the same integer sum, bit for bit (design.md 5-6).
+std::unique_ptr<PackedLinear> unslide_int8(const PackedLinear& w) {
+  Tensor codes = unslide_rows<int8_t>(w, DType::I8, kLinearChunkInt8);
+  Tensor scales = Tensor::empty(DType::F32, {w.rows});
+  std::memcpy(scales.as<float>(), w.row_scale.as<float>(), static_cast<size_t>(w.rows) * 4);
+  auto packed = pack_dense_int8(Quantized{QuantType::Int8, std::move(codes), std::move(scales)});
+  NMKIT_ASSERT(packed.ok());  // the slid weight passed the same checks over the wider K_prime
+  return std::move(*packed);
+}
+
+// f32/bf16: the unslid weight (exact: bf16 values widen to f32 and narrow back unchanged) packed nm.
+std::unique_ptr<PackedLinear> unslide_nm(const PackedLinear& w) {
+  Tensor dense = unslide_rows<float>(w, DType::F32, kLinearChunk);
+  if (w.dtype == DType::BF16) dense = Tensor::from_f32(dense.to_f32(), {w.rows, w.K}, DType::BF16);
+  auto nm = compress_nm(dense.view(), w.pattern, "nm weight");
+  NMKIT_ASSERT(nm.ok());  // it complied before it was slid
+  auto packed = pack_nm(*nm);
+  NMKIT_ASSERT(packed.ok());
+  return std::move(*packed);
+}
+
+}  // namespace
+
+bool nm_runs_slid(Pattern pattern, IsaTier tier) {
+  // keep = 2N-2 fills every window; below it the 2:4 windows would store more slots than nm does.
+  // Groups over 16 go to pack_nm, which refuses them.
+  return tier >= IsaTier::Avx512 && pattern.group % 2 == 0 && pattern.group >= 6 && pattern.group <= 16 &&
+         pattern.keep == pattern.group - 2;
+}
+
+Result<std::unique_ptr<PackedLinear>> pack_nm_as_slid(const NMPacked& weight) {
+  NMKIT_TRY(validate(weight, "nm weight"));
+  const Tensor dense = decompress(weight);
+  auto slid = slide(dense.view(), weight.pattern, 32, "nm weight");
+  if (!slid.ok()) return slid.error();
+  auto windows = compress_sparse24(slid->weight.view(), "nm weight");
+  if (!windows.ok()) return windows.error();
+  auto packed = pack_sparse24(*windows);
+  if (!packed.ok()) return packed.error();
+  PackedLinear& w = **packed;
+  w.slide = slid->geometry;
+  w.K = weight.K;
+  w.pattern = weight.pattern;
+  for (int64_t source : lift_index_map(slid->geometry)) w.lift_source.push_back(static_cast<int32_t>(source));
+  return packed;
+}
+
+int64_t many_tokens_from(const PackedLinear& w) {
+  if (!w.slide) return 0;
+  if (w.dtype == DType::I8) return kUnslidTokens;
+  return w.bf16_x ? kNmTokensBf16x : kNmTokensF32x;
+}
+
+const PackedLinear& many_tokens_form(const PackedLinear& w) {
+  std::call_once(w.many_tokens_once, [&w] {
+    auto form = w.dtype == DType::I8 ? unslide_int8(w) : unslide_nm(w);
+    form->tier = w.tier;
+    form->bf16_x = w.bf16_x;
+    copy_bias(w, *form);
+    w.many_tokens = std::move(form);
+  });
+  return *w.many_tokens;
+}
+
+void copy_bias(const PackedLinear& from, PackedLinear& to) {
+  if (!from.has_bias) return;
+  to.bias = AlignedBytes::zeros(from.bias.size);
+  std::memcpy(to.bias.data.get(), from.bias.data.get(), from.bias.size);
+  to.has_bias = true;
+}
+
+void lift_token(const PackedLinear& w, const float* x, float* dst) {
+  const int64_t lifted = static_cast<int64_t>(w.lift_source.size());
+  for (int64_t j = 0; j < lifted; ++j) {
+    const int32_t source = w.lift_source[static_cast<size_t>(j)];
+    dst[j] = source >= 0 ? x[source] : 0.0f;
+  }
+  std::memset(dst + lifted, 0, static_cast<size_t>(w.K_x - lifted) * 4);
+}
+
+}  // namespace nmkit::cpu

@@ -1,0 +1,137 @@
+#include "linear/onednn_matmul.h"
+
+#include <dlfcn.h>
+
+#include <array>
+#include <dnnl.hpp>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "nmkit/threads.h"
+
+namespace nmkit::linear {
+namespace {
+
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+
+// Tokens of the call for which the weight layout is chosen: the middle of the prefill range the plan
+// sends here (64-512); oneDNN runs any M on the layout it picked.
+constexpr int64_t kLayoutTokens = 256;
+
+const dnnl::engine& engine() {
+  static const dnnl::engine cpu(dnnl::engine::kind::cpu, 0);
+  return cpu;
+}
+
+dt weight_type(MatmulType type) {
+  return type == MatmulType::F32 ? dt::f32 : type == MatmulType::Bf16 ? dt::bf16 : dt::s8;
+}
+dt output_type(MatmulType type) { return type == MatmulType::Int8 ? dt::s32 : dt::f32; }
+
+// Debian's libdnnl runs on OpenMP (libgomp, loaded with it). Its thread count follows nmkit's pool
+// (NMKIT_THREADS) when the runtime exports omp_set_num_threads; looked up at run time so that nmkit
+// links no OpenMP runtime of its own (clang's libomp beside libgomp would be two pools).
+void match_thread_count() {
+  using SetThreads = void (*)(int);
+  static const auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  if (set != nullptr) set(thread_count());  // per calling thread (an OpenMP ICV), so every call
+}
+
+dnnl::matmul::primitive_desc describe(MatmulType type, int64_t M, int64_t rows, int64_t K, int64_t ldx,
+                                      const dnnl::memory::desc& weights) {
+  const dnnl::memory::desc src({M, K}, weight_type(type), dnnl::memory::dims{ldx, 1});
+  const dnnl::memory::desc dst({M, rows}, output_type(type), tag::ab);
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights, dst), engine());
+}
+
+Error onednn_error(const char* what, const std::exception& e) {
+  return Error(std::string("linear: oneDNN ") + what + ": " + e.what());
+}
+
+}  // namespace
+
+bool onednn_runs(MatmulType type) {
+  static const std::array<bool, 3> runs = [] {
+    std::array<bool, 3> out{};
+    for (MatmulType t : {MatmulType::F32, MatmulType::Bf16, MatmulType::Int8}) {
+      try {
+        describe(t, 64, 64, 64, 64, dnnl::memory::desc({64, 64}, weight_type(t), tag::any));
+        out[static_cast<size_t>(t)] = true;
+      } catch (const std::exception&) {
+        out[static_cast<size_t>(t)] = false;  // no implementation on this CPU
+      }
+    }
+    return out;
+  }();
+  return runs[static_cast<size_t>(type)];
+}
+
+struct OnednnMatmul::Impl {
+  MatmulType type = MatmulType::F32;
+  int64_t rows = 0, K = 0, ldx = 0;
+  dnnl::memory weights;
+  struct Prepared {
+    dnnl::matmul primitive;
+    dnnl::memory::desc src, dst;
+  };
+  // One primitive per token count seen (oneDNN fixes M in a primitive); a layer sees a handful.
+  mutable std::mutex mutex;
+  mutable std::map<int64_t, Prepared> by_tokens;
+
+  Prepared prepared(int64_t M) const {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = by_tokens.find(M);
+    if (it != by_tokens.end()) return it->second;
+    if (by_tokens.size() >= 64) by_tokens.clear();  // a caller of many distinct M: bounded memory
+    const auto pd = describe(type, M, rows, K, ldx, weights.get_desc());
+    return by_tokens.emplace(M, Prepared{dnnl::matmul(pd), pd.src_desc(), pd.dst_desc()}).first->second;
+  }
+};
+
+OnednnMatmul::OnednnMatmul(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+OnednnMatmul::~OnednnMatmul() = default;
+
+Result<std::unique_ptr<OnednnMatmul>> OnednnMatmul::make(MatmulType type, int64_t rows, int64_t K, int64_t ldx,
+                                                         const void* weights) {
+  try {
+    auto impl = std::make_unique<Impl>();
+    impl->type = type;
+    impl->rows = rows;
+    impl->K = K;
+    impl->ldx = ldx;
+    const auto pd = describe(type, kLayoutTokens, rows, K, ldx,
+                             dnnl::memory::desc({K, rows}, weight_type(type), tag::any));
+    // The user's W [rows, K] row-major is the K x rows matrix B in layout "ba".
+    const dnnl::memory::desc user_md({K, rows}, weight_type(type), tag::ba);
+    dnnl::memory user(user_md, engine(), const_cast<void*>(weights));
+    impl->weights = dnnl::memory(pd.weights_desc(), engine());
+    dnnl::stream stream(engine());
+    match_thread_count();
+    dnnl::reorder(user, impl->weights).execute(stream, user, impl->weights);
+    stream.wait();
+    return std::unique_ptr<OnednnMatmul>(new OnednnMatmul(std::move(impl)));
+  } catch (const std::exception& e) {
+    return onednn_error("cannot prepare the weight", e);
+  }
+}
+
+Status OnednnMatmul::run(const void* x, int64_t M, void* y) const {
+  try {
+    const Impl::Prepared p = impl_->prepared(M);
+    thread_local dnnl::stream stream(engine());
+    dnnl::memory src(p.src, engine(), const_cast<void*>(x));
+    dnnl::memory dst(p.dst, engine(), y);
+    match_thread_count();
+    p.primitive.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, impl_->weights}, {DNNL_ARG_DST, dst}});
+    stream.wait();
+    return ok_status();
+  } catch (const std::exception& e) {
+    return onednn_error("matmul failed", e);
+  }
+}
+
+size_t OnednnMatmul::weight_bytes() const { return impl_->weights.get_desc().get_size(); }
+
+}  // namespace nmkit::linear

@@ -1,0 +1,48 @@
+// oneDNN's matmul on a dense weight held prepacked in oneDNN's own blocked layout: the compute-bound
+// regime (many tokens per call) of every SparseLinear form, where no CPU kernel does better than a
+// register-blocked dense GEMM and oneDNN's brgemm kernels are that GEMM (issue 12; the plan,
+// src/linear/linear_plan.h, says from which M and why). oneDNN (Debian libdnnl) is a required
+// dependency; its headers stay inside onednn_matmul.cc.
+//
+// Arithmetic (what the callers' tests hold it to):
+//   F32:  y = sum over K of x * w in f32 (oneDNN's order): within the f32 tolerance of the kernels.
+//   BF16: bf16 x times bf16 w, exact products summed in f32 (vdpbf16ps): the bf16-activation rule.
+//   INT8: s8 x times s8 w summed in int32: exact, so Y (epilogue by the caller) is bit for bit.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "nmkit/status.h"
+
+namespace nmkit::linear {
+
+enum class MatmulType { F32, Bf16, Int8 };
+
+// Whether this machine's oneDNN runs `type` (created once per type and process: a bf16 matmul needs
+// AVX-512 BF16 or AMX, for example).
+bool onednn_runs(MatmulType type);
+
+class OnednnMatmul {
+ public:
+  // weights: row-major [rows, K] f32 values (F32), bf16 bits (Bf16) or int8 codes (Int8); copied
+  // and reordered into oneDNN's layout. ldx: elements between rows of the activations of later calls.
+  static Result<std::unique_ptr<OnednnMatmul>> make(MatmulType type, int64_t rows, int64_t K, int64_t ldx,
+                                                    const void* weights);
+  ~OnednnMatmul();
+
+  // y (M, rows), row-major: f32 sums (F32, Bf16) or int32 sums (Int8, written as int32 into y's bytes).
+  // x (M, ldx): f32, bf16 bits or int8 codes. Safe to call from several threads at once.
+  Status run(const void* x, int64_t M, void* y) const;
+
+  size_t weight_bytes() const;
+
+ private:
+  struct Impl;
+  explicit OnednnMatmul(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace nmkit::linear

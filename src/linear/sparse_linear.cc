@@ -1,0 +1,455 @@
+// SparseLinear: validation at the boundary, packing once, and per call the plan's form and kernel
+// (src/linear/linear_plan.h): the activation copy, token blocking and row-parallel dispatch to the
+// tier's kernel, or oneDNN's matmul on the dense prepacked copy.
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cpu/kernel_table.h"
+#include "linear/linear_driver.h"
+#include "linear/linear_pack.h"
+#include "linear/linear_plan.h"
+#include "linear/linear_slid_forms.h"
+#include "linear/onednn_matmul.h"
+#include "nmkit/linear.h"
+#include "nmkit/quant.h"
+#include "nmkit/threads.h"
+
+namespace nmkit {
+
+using cpu::PackedKind;
+using cpu::PackedLinear;
+using linear::LinearLayer;
+using linear::LinearPlan;
+using linear::Route;
+
+namespace {
+
+Result<IsaTier> choose_tier(const LinearOptions& options) {
+  if (!options.tier) return active_tier();
+  if (*options.tier > detected_tier()) {
+    return Error("linear: ISA tier " + std::string(tier_name(*options.tier)) + " is not supported by this machine (best: " +
+                 std::string(tier_name(detected_tier())) + ")");
+  }
+  return *options.tier;
+}
+
+Result<SparseLinear> finish(Result<std::unique_ptr<PackedLinear>> packed, const LinearOptions& options);
+
+// Tokens per block when M is large: the block's activations (f32) stay within about 1 MiB of L2 while
+// every row block of the weight is applied to them.
+int64_t token_block(int64_t K_x) { return std::max<int64_t>(16, (int64_t{1} << 20) / (K_x * 4)); }
+
+}  // namespace
+
+struct SparseLinearAccess {
+  static SparseLinear make(std::unique_ptr<PackedLinear> packed, const LinearOptions& options) {
+    auto layer = std::make_unique<LinearLayer>();
+    layer->packed = std::move(packed);
+    layer->onednn = options.onednn;
+    return SparseLinear(std::move(layer));
+  }
+};
+
+namespace {
+
+Result<SparseLinear> finish(Result<std::unique_ptr<PackedLinear>> packed, const LinearOptions& options) {
+  if (!packed.ok()) return packed.error();
+  auto tier = choose_tier(options);
+  if (!tier.ok()) return tier.error();
+  (*packed)->tier = *tier;
+  if (options.bf16_activations) {
+    if ((*packed)->dtype == DType::I8) return Error("linear: bf16 activations do not apply to int8 weights");
+    (*packed)->bf16_x = true;
+  }
+  if (cpu::linear_kernel_for(cpu::kernels_for(*tier).linear, (*packed)->kind, (*packed)->dtype) == nullptr) {
+    return Error("linear: no kernel for this weight form on tier " + std::string(tier_name(*tier)));
+  }
+  return SparseLinearAccess::make(std::move(*packed), options);
+}
+
+}  // namespace
+
+SparseLinear::SparseLinear(std::unique_ptr<LinearLayer> layer) : layer_(std::move(layer)) {}
+SparseLinear::SparseLinear(SparseLinear&&) noexcept = default;
+SparseLinear& SparseLinear::operator=(SparseLinear&&) noexcept = default;
+SparseLinear::~SparseLinear() = default;
+
+Result<SparseLinear> SparseLinear::dense(const TensorView& weight, const LinearOptions& options) {
+  if (!options.int8) return finish(cpu::pack_dense(weight), options);
+  if (weight.shape.size() != 2) return Error("dense weight: expected a 2-D tensor, got " + shape_str(weight.shape));
+  auto q = quantize_weights(weight, QuantType::Int8, "dense weight");
+  if (!q.ok()) return q.error();
+  return finish(cpu::pack_dense_int8(*q), options);
+}
+
+Result<SparseLinear> SparseLinear::sparse24(const Sparse24& weight, const LinearOptions& options) {
+  if (!options.int8) return finish(cpu::pack_sparse24(weight), options);
+  NMKIT_TRY(validate(weight, "sparse24 weight"));
+  auto q = quantize_weights(weight, QuantType::Int8, "sparse24 weight");
+  if (!q.ok()) return q.error();
+  return finish(cpu::pack_sparse24_int8(*q), options);
+}
+
+Result<SparseLinear> SparseLinear::nm(const NMPacked& weight, const LinearOptions& options) {
+  if (options.int8) return Error("linear: int8 is offered for dense, sparse24 and slid weights, not nm");
+  auto tier = choose_tier(options);
+  if (!tier.ok()) return tier.error();
+  if (cpu::nm_runs_slid(weight.pattern, *tier)) return finish(cpu::pack_nm_as_slid(weight), options);
+  return finish(cpu::pack_nm(weight), options);
+}
+
+Result<SparseLinear> SparseLinear::slid(const TensorView& slid_weight, const SlideGeometry& geometry,
+                                        const LinearOptions& options) {
+  if (slid_weight.shape.size() != 2 || slid_weight.cols() != geometry.K_prime()) {
+    return Error("slid weight: shape " + shape_str(slid_weight.shape) + " does not match [rows, K_prime = " +
+                 std::to_string(geometry.K_prime()) + "] of the slide geometry");
+  }
+  auto packed24 = compress_sparse24(slid_weight, "slid weight");
+  if (!packed24.ok()) return packed24.error();
+  auto q = quantize_weights(*packed24, QuantType::Int8, "slid weight");
+  if (!q.ok()) return q.error();
+  auto packed = cpu::pack_sparse24_int8(*q);
+  if (!packed.ok()) return packed.error();
+  (*packed)->slide = geometry;
+  (*packed)->K = geometry.K;  // the caller's X is the unlifted [M, K]
+  LinearOptions int8 = options;
+  int8.int8 = true;
+  return finish(std::move(packed), int8);
+}
+
+Status SparseLinear::set_bias(const TensorView& bias) {
+  if (bias.numel() != layer_->packed->rows || bias.shape.size() != 1) {
+    return Error("linear: bias shape " + shape_str(bias.shape) + " does not match rows " + std::to_string(layer_->packed->rows));
+  }
+  if (!is_prunable(bias.dtype)) return Error("linear: bias dtype " + std::string(dtype_name(bias.dtype)) + " is not f32/bf16/f16");
+  layer_->packed->bias = cpu::AlignedBytes::zeros(static_cast<size_t>(layer_->packed->rows) * 4);
+  convert_to_f32(bias.dtype, bias.data, layer_->packed->bias.as<float>(), static_cast<size_t>(layer_->packed->rows));
+  layer_->packed->has_bias = true;
+  if (layer_->packed->many_tokens) cpu::copy_bias(*layer_->packed, *layer_->packed->many_tokens);  // built by an earlier call
+  return ok_status();
+}
+
+namespace {
+
+// Runs the kernel over all row blocks, split across the pool's threads.
+void run_rows(cpu::LinearFn kernel, const cpu::LinearCall& call, int64_t row_blocks) {
+  parallel_for(row_blocks, 1, [&](int64_t begin, int64_t end) {
+    cpu::LinearCall part = call;
+    part.block_begin = begin;
+    part.block_end = end;
+    kernel(part);
+  });
+}
+
+void run_tiles(const cpu::LinearKernels& kernels, const cpu::LinearCall& call) {
+  const PackedLinear& w = *call.w;
+  const cpu::LinearFn dense = w.dtype == DType::I8 ? kernels.dense_i8 : kernels.dense_f32;
+  const size_t bytes = cpu::tile_bytes(w);
+  const cpu::TileFn nm_tile = w.kind != PackedKind::NM ? nullptr
+                              : w.dtype == DType::F32 ? kernels.nm_tile_f32
+                                                      : kernels.nm_tile_bf16;
+  parallel_for(w.row_blocks, 1, [&](int64_t begin, int64_t end) {
+    thread_local cpu::AlignedBytes tile;
+    if (tile.size < bytes) tile = cpu::AlignedBytes::zeros(bytes);
+    for (int64_t b = begin; b < end; ++b) {
+      if (nm_tile != nullptr) nm_tile(w, b, tile.as<float>());
+      else if (w.dtype == DType::I8) kernels.sparse24_i8_tile(w, b, tile.as<int8_t>());
+      else cpu::decompress_block(w, b, tile.data.get());
+      cpu::LinearCall part = call;
+      part.block_begin = b;
+      part.block_end = b + 1;
+      part.tile = tile.data.get();
+      dense(part);
+    }
+  });
+}
+
+// One call on one packed form with the plan's route (not Onednn).
+void apply_packed(const PackedLinear& w, const LinearPlan& plan, const float* x, int64_t M, float* y, Status& status) {
+  const cpu::LinearFn kernel = linear::plan_kernel(plan, w);
+  NMKIT_ASSERT(kernel != nullptr);
+  const bool int8 = w.dtype == DType::I8;
+  const int64_t block = token_block(int8 ? w.K_x / 4 : w.K_x);
+  // Activations padded with zeros to K_x (quantized, and lifted for a slid weight, for int8), one
+  // token block at a time, in buffers reused across calls.
+  thread_local std::vector<float> padded;
+  thread_local std::vector<int8_t> codes;
+  thread_local std::vector<float> scales;
+  thread_local std::vector<uint16_t> x_bf16;
+  thread_local cpu::AlignedBytes xt;
+  const cpu::LinearKernels& table = cpu::kernels_for(w.tier).linear;
+  const bool wants_bf16 = plan.route == Route::Bf16Pairs || (plan.route == Route::Slabs && w.bf16_x && w.dtype == DType::BF16);
+  const int64_t first = std::min(block, M);
+  if (int8) {
+    codes.resize(static_cast<size_t>(first * w.K_x));
+    scales.resize(static_cast<size_t>(first));
+  } else {
+    padded.resize(static_cast<size_t>(first * w.K_x));
+  }
+  const int64_t cols = w.slide ? w.slide->K_prime() : w.K;  // columns the activation producer writes
+  for (int64_t m0 = 0; m0 < M; m0 += block) {
+    const int64_t count = std::min(block, M - m0);
+    cpu::LinearCall call;
+    call.w = &w;
+    call.M = count;
+    call.y = y + m0 * w.rows;
+    call.ldy = w.rows;
+    if (int8) {
+      const TensorView xv{DType::F32, {count, w.K}, reinterpret_cast<const std::byte*>(x + m0 * w.K)};
+      status = quantize_tokens_into(xv, QuantType::Int8, w.slide ? &*w.slide : nullptr,
+                                    reinterpret_cast<std::byte*>(codes.data()), w.K_x, scales.data(), "x");
+      if (!status.ok()) return;
+      for (int64_t m = 0; m < count; ++m) std::memset(codes.data() + m * w.K_x + cols, 0, static_cast<size_t>(w.K_x - cols));
+      call.x = codes.data();
+      call.x_scale = scales.data();
+    } else {
+      if (wants_bf16) x_bf16.resize(static_cast<size_t>(count * w.K_x));
+      for (int64_t m = 0; m < count; ++m) {
+        float* dst = padded.data() + m * w.K_x;
+        if (!w.lift_source.empty()) {
+          cpu::lift_token(w, x + (m0 + m) * w.K, dst);
+        } else {
+          std::memcpy(dst, x + (m0 + m) * w.K, static_cast<size_t>(w.K) * 4);
+          std::memset(dst + w.K, 0, static_cast<size_t>(w.K_x - w.K) * 4);
+        }
+        if (w.bf16_x) round_to_bf16(dst, wants_bf16 ? x_bf16.data() + m * w.K_x : nullptr, static_cast<size_t>(w.K_x));
+      }
+      call.x = padded.data();
+      if (wants_bf16) call.x_bf16 = x_bf16.data();
+    }
+    switch (plan.route) {
+      case Route::TokenLanes: {
+        const int64_t slabs = (count + cpu::kTokenLanes - 1) / cpu::kTokenLanes;
+        const size_t bytes = static_cast<size_t>(slabs * w.K_x * cpu::kTokenLanes) * 4;
+        if (xt.size < bytes) xt = cpu::AlignedBytes::zeros(bytes);
+        cpu::transpose_token_lanes(padded.data(), count, w.K_x, xt.as<float>());
+        call.xt = xt.as<float>();
+        run_rows(kernel, call, w.row_blocks);
+        break;
+      }
+      case Route::Tiles: run_tiles(table, call); break;
+      default: run_rows(kernel, call, w.row_blocks); break;
+    }
+  }
+}
+
+// The oneDNN form: the plan's source form decompressed row-major ([rows, K] f32 values, bf16 bits or
+// int8 codes) and handed to oneDNN, which reorders it into its prepacked layout.
+Result<std::unique_ptr<linear::OnednnMatmul>> build_matmul(const PackedLinear& source, linear::MatmulType type) {
+  const int64_t rows = source.rows, K = source.K;
+  const bool int8 = source.dtype == DType::I8;
+  const int64_t chunk = int8 ? cpu::kLinearChunkInt8 : cpu::kLinearChunk;
+  const size_t size = type == linear::MatmulType::F32 ? 4 : type == linear::MatmulType::Bf16 ? 2 : 1;
+  std::vector<std::byte> dense(static_cast<size_t>(rows * K) * size);
+  parallel_for(source.row_blocks, 1, [&](int64_t begin, int64_t end) {
+    std::vector<std::byte> tile(cpu::tile_bytes(source));
+    for (int64_t b = begin; b < end; ++b) {
+      if (source.kind == PackedKind::Dense && source.dtype != DType::BF16) {  // already the tile layout
+        std::memcpy(tile.data(), source.values.data.get() + static_cast<size_t>(b) * tile.size(), tile.size());
+      } else {
+        cpu::decompress_block(source, b, tile.data());
+      }
+      for (int r = 0; r < cpu::kLinearRowBlock && b * cpu::kLinearRowBlock + r < rows; ++r) {
+        const int64_t row = b * cpu::kLinearRowBlock + r;
+        for (int64_t c = 0; c * chunk < K; ++c) {
+          const int64_t n = std::min(chunk, K - c * chunk);
+          const size_t from = static_cast<size_t>((c * cpu::kLinearRowBlock + r) * chunk);
+          std::byte* to = dense.data() + static_cast<size_t>(row * K + c * chunk) * size;
+          if (int8) {
+            std::memcpy(to, tile.data() + from, static_cast<size_t>(n));
+          } else if (type == linear::MatmulType::F32) {
+            std::memcpy(to, tile.data() + from * 4, static_cast<size_t>(n) * 4);
+          } else {  // bf16 values widened exactly in the tile: their high halves
+            for (int64_t j = 0; j < n; ++j) {
+              uint32_t bits;
+              std::memcpy(&bits, tile.data() + (from + static_cast<size_t>(j)) * 4, 4);
+              const auto high = static_cast<uint16_t>(bits >> 16);
+              std::memcpy(to + j * 2, &high, 2);
+            }
+          }
+        }
+      }
+    }
+  });
+  return linear::OnednnMatmul::make(type, rows, K, K, dense.data());
+}
+
+// One call through oneDNN: activations in the matmul's type (f32 as given, rounded to bf16, or
+// quantized per token), the GEMM, then the epilogue: bias, and for int8 the scales, as the kernels
+// apply them (cpu/linear_common.h int8_output, store_output), so Y is bit for bit theirs for int8.
+Status apply_onednn(const LinearLayer& layer, const PackedLinear& source, const LinearPlan& plan, const float* x,
+                    int64_t M, float* y) {
+  std::call_once(layer.matmul_once, [&] {
+    auto built = build_matmul(source, plan.matmul);
+    if (built.ok()) layer.matmul = std::move(*built);
+    else layer.matmul_error = built.error();
+  });
+  if (layer.matmul_error) return *layer.matmul_error;
+  const PackedLinear& w = *layer.packed;
+  const int64_t K = w.K, rows = w.rows;
+  const size_t n = static_cast<size_t>(M * K);
+  thread_local std::vector<float> rounded;
+  thread_local std::vector<uint16_t> bits;
+  thread_local std::vector<int8_t> codes;
+  thread_local std::vector<float> scales;
+  const void* input = x;
+  if (plan.matmul == linear::MatmulType::Int8) {
+    codes.resize(n);
+    scales.resize(static_cast<size_t>(M));
+    const TensorView xv{DType::F32, {M, K}, reinterpret_cast<const std::byte*>(x)};
+    NMKIT_TRY(quantize_tokens_into(xv, QuantType::Int8, nullptr, reinterpret_cast<std::byte*>(codes.data()), K,
+                                   scales.data(), "x"));
+    input = codes.data();
+  } else if (w.bf16_x) {
+    rounded.assign(x, x + n);
+    if (plan.matmul == linear::MatmulType::Bf16) bits.resize(n);
+    round_to_bf16(rounded.data(), plan.matmul == linear::MatmulType::Bf16 ? bits.data() : nullptr, n);
+    input = plan.matmul == linear::MatmulType::Bf16 ? static_cast<const void*>(bits.data()) : rounded.data();
+  }
+  NMKIT_TRY(layer.matmul->run(input, M, y));
+  const float* bias = w.has_bias ? w.bias.as<float>() : nullptr;
+  if (plan.matmul == linear::MatmulType::Int8) {
+    const float* w_scale = source.row_scale.as<float>();
+    const float* x_scale = scales.data();
+    parallel_for(M, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t m = begin; m < end; ++m) {
+        float* out = y + m * rows;
+        for (int64_t r = 0; r < rows; ++r) {
+          int32_t acc;
+          std::memcpy(&acc, out + r, 4);
+          float value = (x_scale[m] * w_scale[r]) * static_cast<float>(acc);
+          if (bias != nullptr) value += bias[r];
+          out[r] = value;
+        }
+      }
+    });
+  } else if (bias != nullptr) {
+    parallel_for(M, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t m = begin; m < end; ++m) {
+        for (int64_t r = 0; r < rows; ++r) y[m * rows + r] += bias[r];
+      }
+    });
+  }
+  return ok_status();
+}
+
+// The first row and column of X holding a NaN or infinity, as an Error (include/nmkit/linear.h).
+Status check_finite(const float* x, int64_t M, int64_t K) {
+  for (int64_t m = 0; m < M; ++m) {
+    const float* row = x + m * K;
+    bool finite = true;
+    for (int64_t k = 0; k < K; ++k) finite &= std::fabs(row[k]) <= FLT_MAX;  // false for NaN and infinities
+    if (finite) continue;
+    for (int64_t k = 0; k < K; ++k) {
+      if (!(std::fabs(row[k]) <= FLT_MAX)) {
+        char value[32];
+        std::snprintf(value, sizeof value, "%g", static_cast<double>(row[k]));
+        return Error("linear: x row " + std::to_string(m) + ", column " + std::to_string(k) + ": value " + value +
+                     " is not finite");
+      }
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Status SparseLinear::apply(const float* x, int64_t M, float* y) const {
+  if (M < 0) return Error("linear: M = " + std::to_string(M) + " is negative");
+  if (M == 0) return ok_status();
+  const PackedLinear& w = *layer_->packed;
+  NMKIT_TRY(check_finite(x, M, w.K));
+  const LinearPlan plan = linear::plan_for(*layer_, M);
+  const PackedLinear& form = plan.form == linear::FormUsed::Unslid ? cpu::many_tokens_form(w) : w;
+  if (plan.route == Route::Onednn) return apply_onednn(*layer_, form, plan, x, M, y);
+  Status status = ok_status();
+  apply_packed(form, plan, x, M, y, status);
+  return status;
+}
+
+Result<Tensor> SparseLinear::apply(const TensorView& x) const {
+  if (x.shape.size() != 2 || x.cols() != layer_->packed->K) {
+    return Error("linear: input shape " + shape_str(x.shape) + " does not match K = " + std::to_string(layer_->packed->K));
+  }
+  if (!is_prunable(x.dtype)) return Error("linear: input dtype " + std::string(dtype_name(x.dtype)) + " is not f32/bf16/f16");
+  std::vector<float> converted;
+  const float* src = x.as<float>();
+  if (x.dtype != DType::F32) {
+    converted.resize(static_cast<size_t>(x.numel()));
+    convert_to_f32(x.dtype, x.data, converted.data(), converted.size());
+    src = converted.data();
+  }
+  Tensor y = Tensor::empty(DType::F32, {x.rows(), layer_->packed->rows});
+  NMKIT_TRY(apply(src, x.rows(), y.as<float>()));
+  return y;
+}
+
+int64_t SparseLinear::rows() const { return layer_->packed->rows; }
+int64_t SparseLinear::K() const { return layer_->packed->K; }
+DType SparseLinear::weight_dtype() const { return layer_->packed->dtype; }
+IsaTier SparseLinear::tier() const { return layer_->packed->tier; }
+
+namespace {
+
+// An nm weight that SparseLinear::nm packed slid (f32/bf16 sparse24 over K_prime).
+bool nm_packed_slid(const PackedLinear& w) { return w.slide && w.dtype != DType::I8; }
+
+}  // namespace
+
+LinearWeight SparseLinear::weight_kind() const {
+  if (nm_packed_slid(*layer_->packed)) return LinearWeight::NM;
+  switch (layer_->packed->kind) {
+    case PackedKind::Dense: return LinearWeight::Dense;
+    case PackedKind::Sparse24: return LinearWeight::Sparse24;
+    case PackedKind::NM: return LinearWeight::NM;
+  }
+  return LinearWeight::Dense;
+}
+
+Pattern SparseLinear::pattern() const {
+  if (layer_->packed->kind == PackedKind::NM || nm_packed_slid(*layer_->packed)) return layer_->packed->pattern;
+  return Pattern{2, 4};
+}
+
+std::string SparseLinear::kernel_name() const { return kernel_name(1); }
+
+std::string SparseLinear::kernel_name(int64_t M) const {
+  return linear::plan_name(*layer_->packed, linear::plan_for(*layer_, std::max<int64_t>(M, 1)));
+}
+
+size_t SparseLinear::bytes_streamed() const { return bytes_streamed(1); }
+
+size_t SparseLinear::bytes_streamed(int64_t M) const {
+  return linear::plan_bytes(*layer_->packed, linear::plan_for(*layer_, std::max<int64_t>(M, 1)));
+}
+
+double SparseLinear::byte_ratio() const { return byte_ratio(1); }
+
+double SparseLinear::byte_ratio(int64_t M) const {
+  const PackedLinear& w = *layer_->packed;
+  double dense = static_cast<double>(w.rows) * static_cast<double>(w.K) * static_cast<double>(dtype_size(w.dtype));
+  if (w.dtype == DType::I8) dense += static_cast<double>(w.rows) * 4.0;  // per-row scales
+  return dense / static_cast<double>(bytes_streamed(M));
+}
+
+double SparseLinear::mac_ratio() const {
+  const PackedLinear& w = *layer_->packed;
+  if (w.slide) return w.slide->ideal_speedup();
+  switch (w.kind) {
+    case PackedKind::Dense: return 1.0;
+    case PackedKind::Sparse24: return 2.0;
+    case PackedKind::NM: return static_cast<double>(w.pattern.group) / w.pattern.keep;
+  }
+  return 1.0;
+}
+
+double SparseLinear::theoretical_speedup(int64_t M) const {
+  return M <= linear::memory_bound_tokens() ? byte_ratio(M) : 1.0;
+}
+
+}  // namespace nmkit

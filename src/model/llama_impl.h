@@ -1,0 +1,80 @@
+// LlamaModel's insides, shared by the build (llama_build.cc) and the forward pass (llama_forward.cc).
+#pragma once
+
+#include <array>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nmkit/linear.h"
+#include "nmkit/model.h"
+
+namespace nmkit::model {
+
+// The block linears run as four SparseLinears, one per distinct input: q, k and v stacked (rows
+// q then k then v), o, gate and up stacked (gate rows first), down.
+constexpr int kGroupQkv = 0;
+constexpr int kGroupOutput = 1;
+constexpr int kGroupGateUp = 2;
+constexpr int kGroupDown = 3;
+constexpr int kGroupCount = 4;
+// Group of each linear of LlamaModel::block_linear_names().
+constexpr int kLinearGroup[7] = {kGroupQkv, kGroupQkv, kGroupQkv, kGroupOutput,
+                                 kGroupGateUp, kGroupGateUp, kGroupDown};
+struct GroupInfo {
+  const char* label;  // in error messages: "blk.3.attn_qkv.weight"
+};
+constexpr GroupInfo kGroups[kGroupCount] = {{"attn_qkv"}, {"attn_output"}, {"ffn_gate_up"}, {"ffn_down"}};
+
+std::string block_tensor_name(int64_t b, std::string_view name);
+// Index of `name` in block_linear_names(), or -1.
+inline int linear_index(std::string_view name) {
+  const auto& names = LlamaModel::block_linear_names();
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+// An Error for a weight dtype / format / pattern combination the linears cannot run.
+Status check_format(DType weights, LinearFormat format, const std::optional<Pattern>& pattern);
+Result<SparseLinear> pack_linear(const Tensor& w, DType weights, LinearFormat format,
+                                 const std::optional<Pattern>& pattern, const std::string& name);
+
+struct Block {
+  Tensor attn_norm, ffn_norm;  // f32 [n_embd]
+  std::array<std::unique_ptr<SparseLinear>, kGroupCount> linears;
+  std::array<LinearFormat, kGroupCount> formats{};
+  std::array<std::optional<Pattern>, kGroupCount> patterns;
+  std::vector<Tensor> dense;  // the 7 f32 weights when kept (ModelOptions::keep_dense_weights)
+
+  // (Re)packs group g from weights (the 7 block linears, f32).
+  Status pack_group(int g, const LlamaParams& p, const ModelOptions& o, int64_t b,
+                    std::vector<Tensor>& weights, LinearFormat format, const std::optional<Pattern>& pattern);
+};
+
+}  // namespace nmkit::model
+
+namespace nmkit {
+
+struct LlamaModel::Impl {
+  LlamaParams params;
+  ModelOptions options;
+  Tensor token_embd;   // f32 [n_vocab, n_embd]: the embedding lookup (and the tied head's source)
+  Tensor output_norm;  // f32 [n_embd]
+  Tensor output;       // f32 [n_vocab, n_embd] when separate and kept
+  std::unique_ptr<SparseLinear> head;
+  std::vector<model::Block> blocks;
+
+  Status check_linear(int64_t b, std::string_view name) const {
+    if (b < 0 || b >= params.n_layer) {
+      return Error("model: block " + std::to_string(b) + " is outside 0.." + std::to_string(params.n_layer - 1));
+    }
+    if (model::linear_index(name) < 0) return Error("model: no block linear '" + std::string(name) + "'");
+    return ok_status();
+  }
+};
+
+}  // namespace nmkit

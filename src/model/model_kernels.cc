@@ -1,0 +1,235 @@
+#include "model/model_kernels.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "nmkit/cpu.h"
+
+// Every kernel below is one always-inline body compiled three times: for AVX-512 (x86-64-v4), AVX2 +
+// FMA (x86-64-v3) and the baseline (SSE2, the "scalar" tier), and run on the tier the library's
+// kernels use (active_tier(): NMKIT_ISA, else the best detected), so tests cover every tier.
+#define NMKIT_INLINE inline __attribute__((always_inline))
+#define NMKIT_DISPATCH(name, params, args)                                         \
+  __attribute__((target("arch=x86-64-v4"))) void name##_avx512 params { name##_body args; } \
+  __attribute__((target("arch=x86-64-v3"))) void name##_avx2 params { name##_body args; }   \
+  void name##_scalar params { name##_body args; }                                  \
+  }                                                                                \
+  void name params {                                                               \
+    switch (model_tier()) {                                                        \
+      case IsaTier::Avx512: name##_avx512 args; break;                             \
+      case IsaTier::Avx2: name##_avx2 args; break;                                 \
+      default: name##_scalar args; break;                                          \
+    }                                                                              \
+  }                                                                                \
+  namespace {
+
+namespace nmkit::model {
+namespace {
+
+// Lanes of the blocked reductions: 16 independent partial sums (one ZMM), so the compiler keeps
+// them in a register without reordering any float addition of the written order.
+constexpr int kLanes = 16;
+
+IsaTier model_tier() {
+  static const IsaTier tier = [] {
+    auto t = active_tier();  // a bad NMKIT_ISA is reported by the linears' first call
+    return t.ok() ? *t : IsaTier::Scalar;
+  }();
+  return tier;
+}
+
+}  // namespace
+
+void rms_norm(const float* x, const float* weight, int64_t d, float eps, float* y) {
+  double sum = 0;
+  for (int64_t i = 0; i < d; ++i) sum += static_cast<double>(x[i]) * x[i];
+  const float scale = static_cast<float>(1.0 / std::sqrt(sum / static_cast<double>(d) + eps));
+  for (int64_t i = 0; i < d; ++i) y[i] = x[i] * scale * weight[i];
+}
+
+namespace {
+
+NMKIT_INLINE void exp_inplace_body(float* x, int64_t n) {
+  // Cephes expf: e^x = 2^k e^r, k = x log2 e rounded to nearest, r = x - k ln2 with ln2 split in two
+  // so that k ln2 is exact to 2^-24; e^r ~ 1 + r + r^2 P(r) on |r| <= ln2/2. The rounding adds and
+  // subtracts 1.5 * 2^23 (exact for |t| < 2^22) instead of calling floorf, which would keep the
+  // loop scalar.
+  for (int64_t i = 0; i < n; ++i) {
+    float v = x[i];
+    v = v < -87.3365447f ? -87.3365447f : v;
+    v = v > 88.7228391f ? 88.7228391f : v;
+    const float k = (v * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    float r = v - k * 0.693359375f;
+    r = r - k * -2.12194440e-4f;
+    const float z = r * r;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    const float e = p * z + r + 1.0f;
+    const uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(k) + 127) << 23;
+    float two_k;
+    std::memcpy(&two_k, &bits, 4);
+    x[i] = e * two_k;
+  }
+}
+
+NMKIT_DISPATCH(exp_inplace, (float* x, int64_t n), (x, n))
+}  // namespace
+
+void rope_angles(int64_t p, int64_t head_dim, float base, float* cos_sin) {
+  for (int64_t i = 0; i < head_dim / 2; ++i) {
+    const double theta = static_cast<double>(p) *
+                         std::pow(static_cast<double>(base), -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+    cos_sin[2 * i] = static_cast<float>(std::cos(theta));
+    cos_sin[2 * i + 1] = static_cast<float>(std::sin(theta));
+  }
+}
+
+namespace {
+
+NMKIT_INLINE void rope_rotate_body(float* x, int64_t heads, int64_t head_stride, int64_t head_dim,
+                                   const float* cos_sin) {
+  for (int64_t h = 0; h < heads; ++h) {
+    float* v = x + h * head_stride;
+    for (int64_t i = 0; i < head_dim; i += 2) {
+      const float c = cos_sin[i], s = cos_sin[i + 1];
+      const float a = v[i], b = v[i + 1];
+      v[i] = a * c - b * s;
+      v[i + 1] = a * s + b * c;
+    }
+  }
+}
+
+NMKIT_DISPATCH(rope_rotate, (float* x, int64_t heads, int64_t head_stride, int64_t head_dim, const float* cos_sin),
+               (x, heads, head_stride, head_dim, cos_sin))
+}  // namespace
+
+namespace {
+
+// 16 floats as one GCC vector: a ZMM in the AVX-512 clone, two YMM in AVX2, four XMM in the baseline.
+// Written with explicit vectors because the compiler's own vectorization of these loops kept the Q x 16
+// sums in memory (measured 48% of a SmolLM2 prefill in attention, against ~5% of its arithmetic).
+// Vectors are only loaded and stored through pointers (a function returning one would change the ABI
+// between clones).
+typedef float Vec16 __attribute__((vector_size(64)));
+typedef float Vec16u __attribute__((vector_size(64), aligned(4), may_alias));  // unaligned access
+#define NMKIT_LOAD16(p) (*reinterpret_cast<const Vec16u*>(p))
+#define NMKIT_STORE16(p, v) (*reinterpret_cast<Vec16u*>(p) = (v))
+
+// Scores of Q queries: rows of n_pos in `scores`. 16 positions at a time, the Q x 16 sums kept in
+// registers over head_dim, each Kt vector loaded once for the Q queries.
+template <int Q>
+NMKIT_INLINE void score_rows(const float* const* q, const float* Kt, int64_t stride,
+                                                      int64_t hd, int64_t n_pos, float scale, float* scores) {
+  int64_t j = 0;
+  for (; j + kLanes <= n_pos; j += kLanes) {
+    Vec16 acc[Q];
+    for (int h = 0; h < Q; ++h) acc[h] = Vec16{};
+    for (int64_t d = 0; d < hd; ++d) {
+      const Vec16 r = NMKIT_LOAD16(Kt + d * stride + j);
+      for (int h = 0; h < Q; ++h) acc[h] += q[h][d] * r;
+    }
+    for (int h = 0; h < Q; ++h) NMKIT_STORE16(scores + h * n_pos + j, acc[h] * scale);
+  }
+  for (; j < n_pos; ++j) {
+    for (int h = 0; h < Q; ++h) {
+      float sum = 0;
+      for (int64_t d = 0; d < hd; ++d) sum += q[h][d] * Kt[d * stride + j];
+      scores[h * n_pos + j] = sum * scale;
+    }
+  }
+}
+
+// out[h] = sum_j scores[h][j] V[j], 16 columns of head_dim at a time with the Q x 16 sums in registers.
+template <int Q>
+NMKIT_INLINE void weighted_rows(const float* scores, int64_t n_pos, const float* V,
+                                                         int64_t hd, float* const* out) {
+  int64_t d0 = 0;
+  for (; d0 + kLanes <= hd; d0 += kLanes) {
+    Vec16 acc[Q];
+    for (int h = 0; h < Q; ++h) acc[h] = Vec16{};
+    for (int64_t j = 0; j < n_pos; ++j) {
+      const Vec16 v = NMKIT_LOAD16(V + j * hd + d0);
+      for (int h = 0; h < Q; ++h) acc[h] += scores[h * n_pos + j] * v;
+    }
+    for (int h = 0; h < Q; ++h) NMKIT_STORE16(out[h] + d0, acc[h]);
+  }
+  for (; d0 < hd; ++d0) {
+    for (int h = 0; h < Q; ++h) {
+      float sum = 0;
+      for (int64_t j = 0; j < n_pos; ++j) sum += scores[h * n_pos + j] * V[j * hd + d0];
+      out[h][d0] = sum;
+    }
+  }
+}
+
+// Softmax of one row in place, normalized.
+NMKIT_INLINE void softmax_row(float* s, int64_t n) {
+  float lane_max[kLanes];
+  for (int l = 0; l < kLanes; ++l) lane_max[l] = -INFINITY;
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lane_max[l] = s[j + l] > lane_max[l] ? s[j + l] : lane_max[l];
+  }
+  for (; j < n; ++j) lane_max[0] = s[j] > lane_max[0] ? s[j] : lane_max[0];
+  float max = lane_max[0];
+  for (int l = 1; l < kLanes; ++l) max = lane_max[l] > max ? lane_max[l] : max;
+  for (j = 0; j < n; ++j) s[j] -= max;
+  exp_inplace_body(s, n);
+  float lane_sum[kLanes] = {};
+  for (j = 0; j + kLanes <= n; j += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lane_sum[l] += s[j + l];
+  }
+  for (; j < n; ++j) lane_sum[0] += s[j];
+  float sum = 0;
+  for (int l = 0; l < kLanes; ++l) sum += lane_sum[l];
+  const float inv = 1.0f / sum;
+  for (j = 0; j < n; ++j) s[j] *= inv;
+}
+
+template <int Q>
+NMKIT_INLINE void attend_q(const float* const* q, const float* Kt, int64_t kt_stride,
+                                                    const float* V, int64_t hd, int64_t n_pos, float scale,
+                                                    float* scores, float* const* out) {
+  score_rows<Q>(q, Kt, kt_stride, hd, n_pos, scale, scores);
+  for (int h = 0; h < Q; ++h) softmax_row(scores + h * n_pos, n_pos);
+  weighted_rows<Q>(scores, n_pos, V, hd, out);
+}
+
+NMKIT_INLINE void attend_body(const float* const* q, int nq, const float* Kt, int64_t kt_stride, const float* V,
+                              int64_t head_dim, int64_t n_pos, float scale, float* scores, float* const* out) {
+  switch (nq) {
+    case 1: attend_q<1>(q, Kt, kt_stride, V, head_dim, n_pos, scale, scores, out); break;
+    case 2: attend_q<2>(q, Kt, kt_stride, V, head_dim, n_pos, scale, scores, out); break;
+    case 3: attend_q<3>(q, Kt, kt_stride, V, head_dim, n_pos, scale, scores, out); break;
+    default: attend_q<4>(q, Kt, kt_stride, V, head_dim, n_pos, scale, scores, out); break;
+  }
+}
+
+NMKIT_DISPATCH(attend,
+               (const float* const* q, int nq, const float* Kt, int64_t kt_stride, const float* V, int64_t head_dim,
+                int64_t n_pos, float scale, float* scores, float* const* out),
+               (q, nq, Kt, kt_stride, V, head_dim, n_pos, scale, scores, out))
+}  // namespace
+
+namespace {
+
+NMKIT_INLINE void swiglu_body(const float* gate, const float* up, int64_t n, float* out) {
+  // In blocks, so that e^-g runs through the vectorized exp over a stack buffer.
+  constexpr int64_t kBlock = 256;
+  float e[kBlock];
+  for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+    const int64_t m = n - i0 < kBlock ? n - i0 : kBlock;
+    for (int64_t i = 0; i < m; ++i) e[i] = -gate[i0 + i];
+    exp_inplace_body(e, m);
+    for (int64_t i = 0; i < m; ++i) out[i0 + i] = gate[i0 + i] / (1.0f + e[i]) * up[i0 + i];
+  }
+}
+
+NMKIT_DISPATCH(swiglu, (const float* gate, const float* up, int64_t n, float* out), (gate, up, n, out))
+}  // namespace
+
+}  // namespace nmkit::model

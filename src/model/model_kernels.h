@@ -1,0 +1,37 @@
+// The f32 pieces of the llama forward pass around the linears (design.md 11.2): RMSNorm, rope NORM,
+// causal attention of one query over a KV cache, SwiGLU. Each is compiled for AVX-512, AVX2+FMA and
+// baseline x86-64 (target_clones, chosen once at load), written so that the compiler vectorizes it
+// without reordering any float sum it must not reorder.
+#pragma once
+
+#include <cstdint>
+
+namespace nmkit::model {
+
+// y[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i]; the sum of squares in double (as ggml does).
+void rms_norm(const float* x, const float* weight, int64_t d, float eps, float* y);
+
+// e^x for x <= 88 with a relative error below 2e-7 (Cephes' degree-6 polynomial on
+// [-ln2/2, ln2/2] and an exact 2^n); below -87.3 it returns a value under 1.2e-38 rather than 0.
+// Branch-free so that loops of it vectorize (libm's expf does not).
+void exp_inplace(float* x, int64_t n);
+
+// Rope NORM on `heads` heads of head_dim values each (stride head_stride between heads): pair
+// (2i, 2i+1) turns by the angle whose cosine and sine are cos_sin[2i], cos_sin[2i+1].
+void rope_rotate(float* x, int64_t heads, int64_t head_stride, int64_t head_dim, const float* cos_sin);
+// cos_sin[2i], cos_sin[2i+1] = cos, sin of p * base^(-2i/head_dim), computed in double.
+void rope_angles(int64_t p, int64_t head_dim, float base, float* cos_sin);
+
+// Up to kMaxQueries query heads that read the same keys and values (the heads of one GQA group at one
+// position) over n_pos cached positions: out[h] (head_dim) = softmax(scale * q[h] . K) V, with Kt
+// (head_dim, kt_stride) the keys transposed and V (n_pos, head_dim). scores holds nq * n_pos floats.
+// The queries share every load of K and V (one vector load feeds nq multiply-adds), and each score
+// is a dot product summed over head_dim in order.
+constexpr int kMaxQueries = 4;
+void attend(const float* const* q, int nq, const float* Kt, int64_t kt_stride, const float* V, int64_t head_dim,
+            int64_t n_pos, float scale, float* scores, float* const* out);
+
+// out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + e^-g).
+void swiglu(const float* gate, const float* up, int64_t n, float* out);
+
+}  // namespace nmkit::model

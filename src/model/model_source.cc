@@ -1,0 +1,102 @@
+// ModelSource: opens a GGUF file or a Hugging Face folder (model_source_gguf.cc,
+// model_source_hf.cc) and serves its tensors under GGUF names as f32.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <utility>
+
+#include "model/model_source_impl.h"
+
+namespace nmkit {
+namespace model_source {
+
+std::vector<std::pair<std::string, Shape>> expected_tensors(const LlamaParams& p) {
+  const int64_t d = p.n_embd, hd = p.head_dim();
+  std::vector<std::pair<std::string, Shape>> out;
+  out.emplace_back("token_embd.weight", Shape{p.n_vocab, d});
+  out.emplace_back("output_norm.weight", Shape{d});
+  if (!p.tied_output) out.emplace_back("output.weight", Shape{p.n_vocab, d});
+  for (int64_t b = 0; b < p.n_layer; ++b) {
+    const std::string blk = "blk." + std::to_string(b) + ".";
+    out.emplace_back(blk + "attn_norm.weight", Shape{d});
+    out.emplace_back(blk + "attn_q.weight", Shape{p.n_head * hd, d});
+    out.emplace_back(blk + "attn_k.weight", Shape{p.n_head_kv * hd, d});
+    out.emplace_back(blk + "attn_v.weight", Shape{p.n_head_kv * hd, d});
+    out.emplace_back(blk + "attn_output.weight", Shape{d, p.n_head * hd});
+    out.emplace_back(blk + "ffn_norm.weight", Shape{d});
+    out.emplace_back(blk + "ffn_gate.weight", Shape{p.n_ff, d});
+    out.emplace_back(blk + "ffn_up.weight", Shape{p.n_ff, d});
+    out.emplace_back(blk + "ffn_down.weight", Shape{d, p.n_ff});
+  }
+  return out;
+}
+
+std::string unsupported_architecture(const std::string& arch) {
+  std::string list;
+  for (const std::string& a : ModelSource::supported_architectures()) list += (list.empty() ? "" : ", ") + a;
+  return "architecture '" + arch + "' is not supported (supported: " + list + ")";
+}
+
+}  // namespace model_source
+
+ModelSource::ModelSource(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ModelSource::ModelSource(ModelSource&&) noexcept = default;
+ModelSource& ModelSource::operator=(ModelSource&&) noexcept = default;
+ModelSource::~ModelSource() = default;
+
+const std::vector<std::string>& ModelSource::supported_architectures() {
+  static const std::vector<std::string> archs{"llama"};
+  return archs;
+}
+
+Result<ModelSource> ModelSource::open(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return Error(path + ": cannot open: " + std::strerror(errno));
+  auto impl = std::make_unique<Impl>();
+  impl->path = path;
+  if (S_ISDIR(st.st_mode)) {
+    impl->kind = Kind::HuggingFace;
+    NMKIT_TRY(model_source::open_hf(*impl));
+  } else {
+    char magic[4] = {};
+    std::ifstream in(path, std::ios::binary);
+    in.read(magic, 4);
+    if (in.gcount() != 4 || std::memcmp(magic, "GGUF", 4) != 0) {
+      return Error(path + ": not a GGUF file or a Hugging Face model folder (config.json + *.safetensors)");
+    }
+    impl->kind = Kind::Gguf;
+    NMKIT_TRY(model_source::open_gguf(*impl));
+  }
+  return ModelSource(std::move(impl));
+}
+
+ModelSource::Kind ModelSource::kind() const { return impl_->kind; }
+const std::string& ModelSource::path() const { return impl_->path; }
+const std::string& ModelSource::architecture() const { return impl_->architecture; }
+const LlamaParams& ModelSource::params() const { return impl_->params; }
+const std::vector<std::string>& ModelSource::tensor_names() const { return impl_->names; }
+
+bool ModelSource::has_tensor(std::string_view name) const {
+  return std::find(impl_->names.begin(), impl_->names.end(), name) != impl_->names.end();
+}
+
+Result<Tensor> ModelSource::load_f32(std::string_view name) const {
+  if (!has_tensor(name)) return Error(impl_->path + ": no tensor '" + std::string(name) + "' in this model");
+  if (impl_->gguf) return impl_->gguf->dequantize(name);
+  const auto it = impl_->hf.find(std::string(name));
+  NMKIT_ASSERT(it != impl_->hf.end());
+  return model_source::load_hf(*impl_, it->second, name);
+}
+
+TensorLoader ModelSource::loader() const {
+  return [this](const std::string& name) { return load_f32(name); };
+}
+
+const GgufFile* ModelSource::gguf() const { return impl_->gguf ? &*impl_->gguf : nullptr; }
+const std::string& ModelSource::tokenizer_json() const { return impl_->tokenizer_json; }
+
+}  // namespace nmkit

@@ -1,0 +1,154 @@
+// nmkit bench accuracy MODEL: the accuracy table of issue 11. Perplexity on the evaluation text
+// (docs/design.md 11.4, ctx 512) of the dense model and of every pattern x method, each pruned from
+// the dense model with calibration (design 12), in one run.
+#include <fmt/core.h>
+
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "tools/nmkit/calib_cli.h"
+#include "tools/nmkit/cli_util.h"
+#include "nmkit/files.h"
+#include "tools/nmkit/command.h"
+#include "nmkit/model_source.h"
+#include "nmkit/perplexity.h"
+
+namespace nmkit::cli {
+namespace {
+
+struct AccuracyArgs {
+  std::string model;
+  std::string text;
+  int64_t ctx = 512;
+  int64_t chunks = 0;
+  std::string patterns = "6:8,4:8,2:4,1:4";
+  std::string methods = "magnitude,wanda,sparsegpt";
+  std::string json;
+  CalibFlags calib;
+};
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+Result<std::string> eval_text_path(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  for (const char* p : {".cache/texts/sherlock-holmes.txt"}) {
+    if (std::ifstream(p).good()) return std::string(p);
+  }
+  return Error("no evaluation text: pass --text FILE (scripts/fetch_texts.sh eval fetches the project's)");
+}
+
+int run(const AccuracyArgs& args) {
+  std::vector<Pattern> patterns;
+  for (const std::string& p : split(args.patterns)) {
+    auto pattern = Pattern::parse(p);
+    if (!pattern.ok()) return report_error(pattern.error().with_context("--patterns: "));
+    patterns.push_back(*pattern);
+  }
+  std::vector<CalibMethod> methods;
+  for (const std::string& m : split(args.methods)) {
+    auto method = parse_calib_method(m);
+    if (!method.ok()) return report_error(method.error().with_context("--methods: "));
+    methods.push_back(*method);
+  }
+  if (!args.json.empty()) {
+    auto probe = PendingFile::create(args.json);
+    if (!probe.ok()) return report_error(probe.error());
+  }
+  auto source = ModelSource::open(args.model);
+  if (!source.ok()) return report_error(source.error());
+  auto tokenizer = source_tokenizer(*source);
+  if (!tokenizer.ok()) return report_error(tokenizer.error());
+  auto text_path = eval_text_path(args.text);
+  if (!text_path.ok()) return report_error(text_path.error());
+  std::ifstream in(*text_path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto tokens = tokenizer->encode(ss.str(), tokenizer->add_bos(), false);
+  if (!tokens.ok()) return report_error(tokens.error().with_context(*text_path + ": "));
+  PerplexityOptions popt;
+  popt.ctx = args.ctx;
+  popt.max_chunks = args.chunks;
+  popt.bos = tokenizer->bos();
+  popt.add_bos = tokenizer->add_bos();
+
+  Table table({"pattern", "method", "perplexity", "x dense", "prune s", "eval s"});
+  nlohmann::json rows = nlohmann::json::array();
+  double dense_ppl = 0;
+  auto evaluate = [&](const std::optional<Pattern>& pattern, CalibMethod method) -> Status {
+    ModelOptions options;
+    options.keep_dense_weights = pattern.has_value();
+    auto model = LlamaModel::build(source->params(), source->loader(), options);
+    if (!model.ok()) return model.error();
+    double prune_seconds = 0;
+    std::optional<CalibRun> calib;
+    if (pattern) {
+      auto r = calibrate_model(*model, &*tokenizer, *pattern, method, args.calib, CalibLinearFormat::Dense);
+      if (!r.ok()) return r.error();
+      prune_seconds = r->report.seconds.total;
+      std::fprintf(stderr, "%s\n", calib_summary(*r, *pattern, method).c_str());
+      calib = std::move(*r);
+    }
+    auto ppl = perplexity(*model, *tokens, popt);
+    if (!ppl.ok()) return ppl.error();
+    if (!pattern) dense_ppl = ppl->perplexity;
+    const std::string pat = pattern ? pattern->str() : "dense";
+    const std::string meth = pattern ? std::string(calib_method_name(method)) : "-";
+    table.add_row({pat, meth, fmt::format("{:.3f}", ppl->perplexity),
+                   dense_ppl > 0 ? fmt::format("{:.3f}", ppl->perplexity / dense_ppl) : "-",
+                   fmt::format("{:.1f}", prune_seconds), fmt::format("{:.1f}", ppl->seconds)});
+    rows.push_back({{"pattern", pat}, {"method", meth}, {"perplexity", ppl->perplexity},
+                    {"chunks", ppl->chunks}, {"prune_seconds", prune_seconds}, {"eval_seconds", ppl->seconds},
+                    {"prune_times", calib ? calib_report_json(*calib, *pattern, method)["seconds"] : nlohmann::json()}});
+    std::fprintf(stderr, "%s %s: perplexity %.3f\n", pat.c_str(), meth.c_str(), ppl->perplexity);
+    return ok_status();
+  };
+  if (Status st = evaluate(std::nullopt, CalibMethod::Magnitude); !st.ok()) return report_error(st.error());
+  for (Pattern p : patterns) {
+    for (CalibMethod m : methods) {
+      if (Status st = evaluate(p, m); !st.ok()) return report_error(st.error());
+    }
+  }
+  fmt::print("{} perplexity on {} (ctx {}{}), calibration {} x {} tokens{}\n", args.model, *text_path, args.ctx,
+             args.chunks > 0 ? fmt::format(", {} chunks", args.chunks) : "", args.calib.seqs, args.calib.len,
+             args.calib.refit > 0 ? fmt::format(", refit {} steps", args.calib.refit) : "");
+  fmt::print("{}", table.render());
+  if (!args.json.empty()) {
+    nlohmann::json doc = {{"model", args.model}, {"text", *text_path}, {"ctx", args.ctx},
+                          {"calib_seqs", args.calib.seqs}, {"calib_len", args.calib.len},
+                          {"refit", args.calib.refit}, {"rows", rows}};
+    auto file = prepare_text_file(args.json, doc.dump(2) + "\n");
+    if (!file.ok()) return report_error(file.error());
+    if (Status st = file->commit(); !st.ok()) return report_error(st.error());
+  }
+  return 0;
+}
+
+const bool registered = register_command(CommandSpec{
+    "bench accuracy",
+    "Perplexity of dense and pruned models (patterns x magnitude/wanda/sparsegpt), the accuracy table",
+    60,
+    [](CLI::App& app) -> std::function<int()> {
+      auto args = std::make_shared<AccuracyArgs>();
+      app.add_option("model", args->model, "GGUF file or Hugging Face directory")->required();
+      app.add_option("--text", args->text, "Evaluation text (default: scripts/fetch_texts.sh eval)");
+      app.add_option("--ctx", args->ctx, "Context per chunk")->capture_default_str();
+      app.add_option("--chunks", args->chunks, "At most this many chunks (0: all)")->capture_default_str();
+      app.add_option("--patterns", args->patterns, "Comma-separated patterns")->capture_default_str();
+      app.add_option("--methods", args->methods, "Comma-separated methods")->capture_default_str();
+      app.add_option("--json", args->json, "Write the table as JSON");
+      add_calib_flags(app, args->calib);
+      return [args] { return run(*args); };
+    },
+});
+
+}  // namespace
+}  // namespace nmkit::cli

@@ -1,0 +1,87 @@
+// `nmkit bench model MODEL`: decode and prefill tokens/s in every weight form, next to llama.cpp.
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tools/nmkit/cli_util.h"
+#include "tools/nmkit/command.h"
+#include "tools/nmkit/model_cli.h"
+
+#include "model_bench.h"
+
+namespace nmkit::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// llama.cpp's files of the same model, as the bench set-up leaves them next to the model
+// (scripts/build_llamacpp.sh and the GGUF conversions): NAME.F32.gguf, NAME.BF16.gguf, NAME.Q8_0.gguf.
+std::vector<bench::LlamaCppFile> find_llamacpp_files(const std::string& model_path) {
+  std::vector<bench::LlamaCppFile> files;
+  const fs::path dir = fs::path(model_path).parent_path();
+  std::error_code ec;
+  for (const char* label : {"F32", "BF16", "Q8_0"}) {
+    for (const auto& entry : fs::directory_iterator(dir.empty() ? fs::path(".") : dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.size() > 5 && name.ends_with(std::string(".") + label + ".gguf")) {
+        files.push_back({label, entry.path().string()});
+        break;
+      }
+    }
+  }
+  return files;
+}
+
+const bool registered = register_command({
+    "bench model",
+    "A llama model's decode and prefill tokens/s in f32/bf16/int8, dense, 2:4 and 6:8, next to llama.cpp",
+    52,
+    [](CLI::App& app) -> std::function<int()> {
+      struct Args {
+        std::string model, json, llama_bench = ".cache/llamacpp/build/bin/llama-bench";
+        int rounds = 3;
+        int64_t decode = 128, prefill = 512;
+        bool no_llamacpp = false;
+      };
+      auto args = std::make_shared<Args>();
+      app.add_option("MODEL", args->model, "GGUF file or Hugging Face model directory")->required();
+      app.add_option("--json", args->json, "Write the records as a JSON list to FILE");
+      app.add_option("--rounds", args->rounds, "Interleaved rounds (medians over them)")->capture_default_str();
+      app.add_option("--decode", args->decode, "Tokens generated per decode timing")->capture_default_str();
+      app.add_option("--prefill", args->prefill, "Prompt tokens per prefill timing")->capture_default_str();
+      app.add_option("--llama-bench", args->llama_bench, "llama.cpp's llama-bench (skipped when absent)")
+          ->capture_default_str();
+      app.add_flag("--no-llamacpp", args->no_llamacpp, "Only nmkit");
+      return [args]() -> int {
+        if (args->rounds < 1 || args->decode < 1 || args->prefill < 1) {
+          return report_error("--rounds, --decode and --prefill must be positive");
+        }
+        auto opened = open_model(args->model);
+        if (!opened.ok()) return report_error(opened.error());
+        // The source tensors are read once and shared by every variant's build.
+        auto source = std::make_shared<OpenedModel>(std::move(opened.value()));
+        cache_tensors(*source);
+        bench::ModelBenchOptions o;
+        o.model_label = args->model;
+        o.build = [source](const ModelOptions& options) { return LlamaModel::build(source->params, source->load, options); };
+        o.rounds = args->rounds;
+        o.decode_tokens = args->decode;
+        o.prefill_tokens = args->prefill;
+        if (args->prefill > source->params.n_ctx_train) {
+          return report_error("--prefill " + std::to_string(args->prefill) + " exceeds the model's context length " +
+                              std::to_string(source->params.n_ctx_train));
+        }
+        if (!args->no_llamacpp && fs::exists(args->llama_bench)) {
+          o.llama_bench = args->llama_bench;
+          o.llamacpp_files = find_llamacpp_files(args->model);
+        }
+        o.json_path = args->json;
+        return bench::run_model_bench(o);
+      };
+    },
+});
+
+}  // namespace
+}  // namespace nmkit::cli

@@ -1,0 +1,115 @@
+// `nmkit eval MODEL --text FILE`: perplexity by llama.cpp's protocol (design.md 11.4).
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "tools/nmkit/cli_util.h"
+#include "tools/nmkit/command.h"
+#include "nmkit/files.h"
+#include "tools/nmkit/model_cli.h"
+#include "nmkit/perplexity.h"
+
+namespace nmkit::cli {
+namespace {
+
+Result<std::string> read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error(path + ": cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  if (auto bad = first_invalid_utf8(text)) {
+    return Error(path + ": not UTF-8 text (invalid byte 0x" +
+                 fmt::format("{:02X}", static_cast<unsigned char>(text[*bad])) + " at offset " + std::to_string(*bad) + ")");
+  }
+  return text;
+}
+
+const bool registered = register_command({
+    "eval",
+    "Perplexity of a llama model on a text (llama.cpp's protocol), in any weight form",
+    30,
+    [](CLI::App& app) -> std::function<int()> {
+      struct Args {
+        std::string model, text, json;
+        int64_t ctx = 512, chunks = 0;
+        WeightFlags weights;
+      };
+      auto args = std::make_shared<Args>();
+      app.add_option("MODEL", args->model, "GGUF file or Hugging Face model directory")->required();
+      app.add_option("--text", args->text, "UTF-8 text file to evaluate on")->required();
+      app.add_option("--ctx", args->ctx, "Tokens per chunk")->capture_default_str();
+      app.add_option("--chunks", args->chunks, "At most this many chunks (0: all)")->capture_default_str();
+      app.add_option("--json", args->json, "Write the result as JSON to FILE");
+      add_weight_flags(app, args->weights);
+      return [args]() -> int {
+        auto options = model_options(args->weights);
+        if (!options.ok()) return report_error(options.error());
+        if (args->ctx < 4) return report_error("--ctx " + std::to_string(args->ctx) + " is below 4");
+        if (args->chunks < 0) return report_error("--chunks " + std::to_string(args->chunks) + " is negative");
+        auto text = read_text(args->text);
+        if (!text.ok()) return report_error(text.error());
+        auto source = open_model(args->model);
+        if (!source.ok()) return report_error(source.error());
+        if (args->ctx > source->params.n_ctx_train) {
+          return report_error(fmt::format("--ctx {} exceeds the context length {} of {}", args->ctx,
+                                          source->params.n_ctx_train, args->model));
+        }
+        auto tokenizer = require_tokenizer(*source);
+        if (!tokenizer.ok()) return report_error(tokenizer.error());
+        std::optional<PendingFile> json_file;
+        if (!args->json.empty()) {  // created now, so an unwritable path fails before the long work
+          auto distinct = check_distinct_files({{"--json", args->json}}, {{"MODEL", args->model}, {"--text", args->text}});
+          if (!distinct.ok()) return report_error(distinct.error());
+          auto f = PendingFile::create(args->json);
+          if (!f.ok()) return report_error(f.error());
+          json_file.emplace(std::move(f.value()));
+        }
+        auto tokens = (*tokenizer)->encode(*text, (*tokenizer)->add_bos(), false);
+        if (!tokens.ok()) return report_error(tokens.error().with_context(args->text + ": "));
+        if (static_cast<int64_t>(tokens->size()) < 2 * args->ctx) {
+          return report_error(fmt::format("{}: {} tokens, fewer than 2 x ctx = {}", args->text, tokens->size(),
+                                          2 * args->ctx));
+        }
+        auto model = build_model(*source, *options);
+        if (!model.ok()) return report_error(model.error());
+        PerplexityOptions po;
+        po.ctx = args->ctx;
+        po.max_chunks = args->chunks;
+        po.add_bos = (*tokenizer)->add_bos();
+        po.bos = (*tokenizer)->bos();
+        Progress progress("eval");
+        po.on_chunk = [&progress](int64_t c, int64_t n, double ppl) {
+          progress.update(static_cast<size_t>(c + 1), static_cast<size_t>(n), fmt::format("perplexity {:.4f}", ppl));
+        };
+        auto result = perplexity(*model, *tokens, po);
+        progress.clear();
+        if (!result.ok()) return report_error(result.error().with_context(args->model + ": "));
+        const double tps = static_cast<double>(result->tokens) / result->seconds;
+        fmt::print("{} ({}) on {}: perplexity {:.4f}\n", args->model, describe(*options), args->text, result->perplexity);
+        fmt::print("{} text tokens, {} chunks of {} ({} tokens run, {} predictions), {:.1f} s, {:.1f} tokens/s\n",
+                   tokens->size(), result->chunks, args->ctx, result->tokens, result->predictions, result->seconds, tps);
+        if (json_file) {
+          nlohmann::json j = {{"model", args->model},           {"text", args->text},
+                              {"weights", describe(*options)},  {"ctx", args->ctx},
+                              {"text_tokens", tokens->size()},  {"chunks", result->chunks},
+                              {"tokens", result->tokens},       {"predictions", result->predictions},
+                              {"perplexity", result->perplexity}, {"nll_sum", result->nll_sum},
+                              {"seconds", result->seconds},     {"tokens_per_second", tps},
+                              {"weight_bytes_per_token", model->weight_bytes_per_token()}};
+          auto st = json_file->append(j.dump(1) + "\n");
+          if (st.ok()) st = json_file->commit();
+          if (!st.ok()) return report_error(st.error());
+        }
+        return 0;
+      };
+    },
+});
+
+}  // namespace
+}  // namespace nmkit::cli

@@ -1,0 +1,98 @@
+#include "tools/nmkit/model_cli.h"
+
+#include <map>
+#include <string>
+
+#include "tools/nmkit/cli_util.h"
+#include "nmkit/model_source.h"
+
+namespace nmkit::cli {
+
+
+Result<OpenedModel> open_model(const std::string& path) {
+  auto source = ModelSource::open(path);
+  if (!source.ok()) return source.error();
+  auto shared = std::make_shared<ModelSource>(std::move(source.value()));
+  OpenedModel m;
+  m.path = path;
+  m.params = shared->params();
+  m.load = shared->loader();
+  Result<Tokenizer> tokenizer = Error(path + ": the model has no tokenizer");
+  if (shared->gguf() != nullptr) {
+    if (shared->gguf()->find_key("tokenizer.ggml.model") != nullptr) tokenizer = Tokenizer::from_gguf(*shared->gguf());
+  } else if (!shared->tokenizer_json().empty()) {
+    tokenizer = Tokenizer::from_hf_json(shared->tokenizer_json());
+  }
+  if (tokenizer.ok()) m.tokenizer = std::make_shared<const Tokenizer>(std::move(tokenizer.value()));
+  else m.tokenizer_error = tokenizer.error().message();
+  m.keep_alive = shared;
+  return m;
+}
+
+void add_weight_flags(CLI::App& app, WeightFlags& flags) {
+  app.add_option("--weights", flags.weights, "Linear weights: f32, bf16 or int8 (per channel, int8 activations)")
+      ->capture_default_str();
+  app.add_option("--pattern", flags.pattern, "Prune the attention and MLP linears on load to this N:M pattern");
+  app.add_option("--method", flags.method, "Pruning method on load (magnitude)")->capture_default_str();
+  app.add_option("--format", flags.format, "Pruned weights as dense (masked), sparse24, nm or slid")
+      ->capture_default_str();
+}
+
+Result<ModelOptions> model_options(const WeightFlags& flags) {
+  ModelOptions o;
+  auto weights = parse_weight_dtype(flags.weights);
+  if (!weights.ok()) return Error("--" + weights.error().message());
+  o.weights = *weights;
+  auto format = parse_linear_format(flags.format);
+  if (!format.ok()) return Error("--" + format.error().message());
+  o.format = *format;
+  if (!flags.pattern.empty()) {
+    auto pattern = Pattern::parse(flags.pattern);
+    if (!pattern.ok()) return Error("--pattern: " + pattern.error().message());
+    o.pattern = *pattern;
+  } else if (o.format != LinearFormat::Dense) {
+    return Error("--format " + flags.format + " needs --pattern");
+  }
+  auto method = parse_prune_method(flags.method);
+  if (!method.ok()) return Error("--method: " + method.error().message());
+  o.method = *method;
+  if (o.format == LinearFormat::Slid) o.weights = DType::I8;  // slid runs int8 (SparseLinear::slid)
+  return o;
+}
+
+std::string describe(const ModelOptions& o) {
+  std::string s = o.weights == DType::F32 ? "f32" : o.weights == DType::BF16 ? "bf16" : "int8";
+  if (o.pattern) s += " " + o.pattern->str();
+  s += " " + std::string(linear_format_name(o.format));
+  return s;
+}
+
+void cache_tensors(OpenedModel& source) {
+  auto cache = std::make_shared<std::map<std::string, Tensor>>();
+  source.load = [cache, load = source.load](const std::string& name) -> Result<Tensor> {
+    auto it = cache->find(name);
+    if (it == cache->end()) {
+      auto t = load(name);
+      if (!t.ok()) return t.error();
+      it = cache->emplace(name, std::move(t.value())).first;
+    }
+    return Tensor::copy_of(it->second.view());
+  };
+}
+
+Result<LlamaModel> build_model(const OpenedModel& source, ModelOptions options) {
+  Progress progress("building " + describe(options));
+  options.on_block = [&progress](int64_t b, int64_t n) {
+    progress.update(static_cast<size_t>(b + 1), static_cast<size_t>(n), "");
+  };
+  auto model = LlamaModel::build(source.params, source.load, options);
+  if (!model.ok()) return model.error().with_context(source.path + ": ");
+  return model;
+}
+
+Result<std::shared_ptr<const Tokenizer>> require_tokenizer(const OpenedModel& source) {
+  if (!source.tokenizer) return Error(source.tokenizer_error);
+  return source.tokenizer;
+}
+
+}  // namespace nmkit::cli

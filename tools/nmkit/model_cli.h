@@ -1,0 +1,49 @@
+// What `nmkit eval`, `generate` and `bench model` share: opening a model (GGUF file or Hugging Face
+// directory) into its parameters and tensor loader, and the weight-form options.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+
+#include "nmkit/model.h"
+#include "nmkit/tokenizer.h"
+#include "nmkit/status.h"
+
+namespace nmkit::cli {
+
+// An opened model source (ModelSource: a GGUF file or a Hugging Face folder): parameters, a loader of
+// f32 tensors by GGUF name, and (when the source has one) its tokenizer. Holds the file open.
+struct OpenedModel {
+  std::string path;
+  LlamaParams params;
+  TensorLoader load;
+  std::shared_ptr<const Tokenizer> tokenizer;  // null when the source has none (tokenizer_error says why)
+  std::string tokenizer_error;
+  std::shared_ptr<void> keep_alive;  // the file or directory reader behind `load`
+};
+Result<OpenedModel> open_model(const std::string& path);
+
+// --weights, --pattern, --method, --format.
+struct WeightFlags {
+  std::string weights = "f32";
+  std::string pattern;
+  std::string method = "magnitude";
+  std::string format = "dense";
+};
+void add_weight_flags(CLI::App& app, WeightFlags& flags);
+Result<ModelOptions> model_options(const WeightFlags& flags);
+// "f32 dense", "bf16 2:4 sparse24", "int8 6:8 slid".
+std::string describe(const ModelOptions& options);
+
+// Makes source.load remember every tensor it gave (f32), so that several models built from one source
+// (sweep, bench model) read and dequantize the file once.
+void cache_tensors(OpenedModel& source);
+
+// Builds the model, with "[b/n] building FORM" on a terminal.
+Result<LlamaModel> build_model(const OpenedModel& source, ModelOptions options);
+// The source's tokenizer, or an Error naming the model.
+Result<std::shared_ptr<const Tokenizer>> require_tokenizer(const OpenedModel& source);
+
+}  // namespace nmkit::cli
