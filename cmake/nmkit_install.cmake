@@ -62,7 +62,8 @@ function(nmkit_install target)
   install(FILES ${PROJECT_BINARY_DIR}/nmkitConfig.cmake ${PROJECT_BINARY_DIR}/nmkitConfigVersion.cmake
           DESTINATION ${config_dir})
   # Static libraries that may refer to each other: one link group, so their order does not matter.
-  set(NMKIT_PC_LIBS "-Wl,--start-group${static_libraries} -Wl,--end-group -pthread")
+  # After them, the system libraries the modules use (oneDNN, LAPACKE over OpenBLAS).
+  set(NMKIT_PC_LIBS "-Wl,--start-group${static_libraries} -Wl,--end-group -ldnnl -llapacke -lopenblas -pthread")
   file(RELATIVE_PATH NMKIT_PC_UP /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
   configure_file(${PROJECT_SOURCE_DIR}/cmake/nmkit.pc.in ${PROJECT_BINARY_DIR}/nmkit.pc @ONLY)
   install(FILES ${PROJECT_BINARY_DIR}/nmkit.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -70,22 +71,28 @@ class Error {
 
   const std::string& message() const { return message_; }
   ErrorCode code() const { return code_; }
-  const std::optional<std::string>& file() const { return file_; }
-  const std::optional<std::string>& tensor() const { return tensor_; }
-  const std::optional<std::string>& operand() const { return operand_; }
-  const std::optional<int64_t>& row() const { return row_; }
-  const std::optional<int64_t>& column() const { return column_; }
-  const std::optional<std::string>& value() const { return value_; }
+  const std::optional<std::string>& file() const { return details().file; }
+  const std::optional<std::string>& tensor() const { return details().tensor; }
+  const std::optional<std::string>& operand() const { return details().operand; }
+  const std::optional<int64_t>& row() const { return details().row; }
+  const std::optional<int64_t>& column() const { return details().column; }
+  const std::optional<std::string>& value() const { return details().value; }
 
  private:
+  // The fields behind the message, shared between copies: an Error stays two words and a string,
+  // so Result<T> is barely larger than T (and GCC 12 warns less about variants of it).
+  struct Details {
+    std::string context, what;
+    std::optional<std::string> file, tensor, operand;
+    std::optional<int64_t> row, column;
+    std::optional<std::string> value;
+  };
+  const Details& details() const;
+  Error with(void (*set)(Details&, const void*), const void* arg) const;
   void format();
 
   ErrorCode code_ = ErrorCode::Unspecified;
-  std::string context_;
-  std::string what_;
-  std::optional<std::string> file_, tensor_, operand_;
-  std::optional<int64_t> row_, column_;
-  std::optional<std::string> value_;
+  std::shared_ptr<const Details> details_;
   std::string message_;
 };
 

@@ -59,92 +59,97 @@ std::string_view error_code_name(ErrorCode code) {
   return "unknown";
 }
 
-Error::Error(std::string message) : what_(std::move(message)) { format(); }
+const Error::Details& Error::details() const {
+  static const Details none;
+  return details_ ? *details_ : none;
+}
 
-Error::Error(ErrorCode code, std::string what) : code_(code), what_(std::move(what)) { format(); }
+Error::Error(std::string message) {
+  auto d = std::make_shared<Details>();
+  d->what = std::move(message);
+  details_ = std::move(d);
+  format();
+}
 
-Error Error::with_file(std::string file) const {
+Error::Error(ErrorCode code, std::string what) : code_(code) {
+  auto d = std::make_shared<Details>();
+  d->what = std::move(what);
+  details_ = std::move(d);
+  format();
+}
+
+Error Error::with(void (*set)(Details&, const void*), const void* arg) const {
   Error e = *this;
-  e.file_ = std::move(file);
+  auto d = std::make_shared<Details>(details());
+  set(*d, arg);
+  e.details_ = std::move(d);
   e.format();
   return e;
+}
+
+Error Error::with_file(std::string file) const {
+  return with([](Details& d, const void* a) { d.file = *static_cast<const std::string*>(a); }, &file);
 }
 
 Error Error::with_tensor(std::string tensor) const {
-  Error e = *this;
-  e.tensor_ = std::move(tensor);
-  e.format();
-  return e;
+  return with([](Details& d, const void* a) { d.tensor = *static_cast<const std::string*>(a); }, &tensor);
 }
 
 Error Error::with_operand(std::string operand) const {
-  Error e = *this;
-  e.operand_ = std::move(operand);
-  e.format();
-  return e;
+  return with([](Details& d, const void* a) { d.operand = *static_cast<const std::string*>(a); }, &operand);
 }
 
 Error Error::with_row(int64_t row) const {
-  Error e = *this;
-  e.row_ = row;
-  e.format();
-  return e;
+  return with([](Details& d, const void* a) { d.row = *static_cast<const int64_t*>(a); }, &row);
 }
 
 Error Error::with_column(int64_t column) const {
-  Error e = *this;
-  e.column_ = column;
-  e.format();
-  return e;
+  return with([](Details& d, const void* a) { d.column = *static_cast<const int64_t*>(a); }, &column);
 }
 
 Error Error::with_value(std::string value) const {
-  Error e = *this;
-  e.value_ = std::move(value);
-  e.format();
-  return e;
+  return with([](Details& d, const void* a) { d.value = *static_cast<const std::string*>(a); }, &value);
 }
 
 Error Error::with_context(const std::string& context) const {
-  Error e = *this;
-  e.context_ = context + e.context_;
-  e.format();
-  return e;
+  return with([](Details& d, const void* a) { d.context = *static_cast<const std::string*>(a) + d.context; },
+              &context);
 }
 
 Error Error::in_file(const std::string& file) const {
-  if (file_ || message_.rfind(file + ":", 0) == 0) return *this;
+  if (details().file || message_.rfind(file + ":", 0) == 0) return *this;
   return with_file(file);
 }
 
 void Error::format() {
-  std::string out = context_;
-  if (file_) {
-    out += *file_;
+  const Details& d = details();
+  std::string out = d.context;
+  if (d.file) {
+    out += *d.file;
     out += ": ";
   }
-  if (tensor_) {
+  if (d.tensor) {
     out += "tensor ";
-    out += quote_name(*tensor_);
+    out += quote_name(*d.tensor);
     out += ": ";
   }
-  std::string where = operand_.value_or("");
-  if (row_) {
+  std::string where = d.operand.value_or("");
+  if (d.row) {
     where += where.empty() ? "row " : " at row ";
-    where += std::to_string(*row_);
+    where += std::to_string(*d.row);
   }
-  if (column_) {
-    where += where.empty() ? "column " : row_ ? ", column " : " at column ";
-    where += std::to_string(*column_);
+  if (d.column) {
+    where += where.empty() ? "column " : d.row ? ", column " : " at column ";
+    where += std::to_string(*d.column);
   }
   if (!where.empty()) {
     out += where;
-    if (!what_.empty()) out += ' ';
+    if (!d.what.empty()) out += ' ';
   }
-  out += what_;
-  if (value_) {
+  out += d.what;
+  if (d.value) {
     out += ' ';
-    out += *value_;
+    out += *d.value;
   }
   message_ = std::move(out);
 }

@@ -312,8 +312,10 @@ Result<PruneSums> prune_into(const TensorView& w, Pattern pattern, PruneMethod m
     // first (-0 compares equal to 0 and is accepted).
     for (int64_t k = 0; k < K; ++k) {
       if (norms[static_cast<size_t>(k)] < 0.0f) {
-        return Error(prefix(name) + "act_norms at column " + std::to_string(k) + " is " +
-                     value_str(norms[static_cast<size_t>(k)]) + ", but norms are never negative");
+        return located(Error(ErrorCode::InvalidValue,
+                             "is " + value_str(norms[static_cast<size_t>(k)]) + ", but norms are never negative"),
+                       name, "act_norms")
+            .with_column(k);
       }
     }
   }

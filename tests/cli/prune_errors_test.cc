@@ -140,6 +140,15 @@ TEST_F(PruneErrors, NaNNorm) {
                        {"a.safetensors", kWeight, "6", "nan"});
 }
 
+// A negative norm (issue 13 W4) is blamed on the norms' file, from the Error's operand (issue 9.5).
+TEST_F(PruneErrors, NegativeNormNamesTheNormsFile) {
+  std::vector<float> norms(10, 1.0f);
+  norms[3] = -2.0f;
+  write_file("a.safetensors", safetensors_bytes({{kWeight, "F32", {10}, f32_bytes(norms)}}));
+  expect_clean_failure(prune_args({"--method", "wanda", "--act-norms", "a.safetensors"}),
+                       {"nmkit: a.safetensors: tensor 'layers.0.q.weight': act_norms at column 3 is -2"});
+}
+
 TEST_F(PruneErrors, MissingGradientTensor) {
   write_file("g.safetensors", safetensors_bytes({{"other.weight", "F32", {3, 10}, f32_bytes(weight_values())}}));
   expect_clean_failure(prune_args({"--method", "gradient", "--grad", "g.safetensors"}), {"g.safetensors", kWeight});
