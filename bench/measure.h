@@ -1,4 +1,4 @@
-// Measurement helpers shared by every benchmark (design.md 10.9): warm up, rotate operands through
+// Measurement helpers shared by every benchmark (docs/design.md 10.9): warm up, rotate operands through
 // a working set larger than the last-level cache, take the median, and measure the machine's copy
 // bandwidth in the same run so that GB/s figures have a ceiling next to them.
 #pragma once

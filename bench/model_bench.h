@@ -1,6 +1,6 @@
 // `nmkit bench model`: decode and prefill speed of a llama model on nmkit's kernels in every weight
 // form (f32, bf16, int8; dense, 2:4 sparse24, 6:8), in interleaved rounds, next to llama.cpp's
-// llama-bench on GGUF files of the same model when its binaries are built (design.md 13).
+// llama-bench on GGUF files of the same model when its binaries are built (docs/design.md 13).
 #pragma once
 
 #include <cstdint>

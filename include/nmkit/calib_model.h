@@ -40,7 +40,7 @@ struct CalibOptions {
   SparseGptOptions sparsegpt;
   // The format pruned linears are stored in inside the model (dense to keep the f32 weights only).
   CalibLinearFormat format = CalibLinearFormat::Dense;
-  // Wanda needs no Hessian; its output error (design 12) is measured on a Hessian of the first
+  // Wanda needs no Hessian; its output error (docs/design.md section 12) is measured on a Hessian of the first
   // `wanda_error_tokens` calibration tokens (0: none) so that it stays cheap.
   int64_t wanda_error_tokens = 2048;
   // Beyond the papers: after the mask, refit the kept weights by least squares on the calibration

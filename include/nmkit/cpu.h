@@ -1,4 +1,4 @@
-// CPU feature detection and the ISA tier that kernels dispatch on (design.md section 8).
+// CPU feature detection and the ISA tier that kernels dispatch on (docs/design.md section 8).
 #pragma once
 
 #include <optional>

@@ -1,4 +1,4 @@
-// Compressed weight formats (design.md section 4) and N:M compliance.
+// Compressed weight formats (docs/design.md section 4) and N:M compliance.
 #pragma once
 
 #include <cstddef>

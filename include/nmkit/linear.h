@@ -1,8 +1,8 @@
 // Linear layers on the CPU with dense, 2:4 (sparse24) and N:M weights: Y[M, rows] = X[M, K] * W^T
-// (+ bias), design.md sections 1 and 8. A SparseLinear is built once from a weight (the weight is
+// (+ bias), docs/design.md sections 1 and 8. A SparseLinear is built once from a weight (the weight is
 // repacked into the layout its kernel streams best) and applied to many inputs.
 //
-// Regimes (design.md 8). For M up to about 16 a call is bound by the bytes of weights it streams, so
+// Regimes (docs/design.md 8). For M up to about 16 a call is bound by the bytes of weights it streams, so
 // the ceiling on speedup over dense is the byte ratio (byte_ratio()); nmkit's kernels stream the
 // packed weight once per call (per block of tokens for large M) with several rows in flight and the
 // activations in registers or L1, and on AVX-512 sparse24 f32/bf16 weights run on token lanes (X
@@ -62,7 +62,7 @@ struct LinearOptions {
   // ISA tier of the kernels; unset = active_tier() (NMKIT_ISA, else the best detected). A tier this
   // machine does not run is an Error.
   std::optional<IsaTier> tier;
-  // INT8: weights are quantized per output row (design.md 6) when the SparseLinear is built and the
+  // INT8: weights are quantized per output row (docs/design.md 6) when the SparseLinear is built and the
   // activations per token on every call; Y = scale_x * scale_w * int32 sum (+ bias).
   bool int8 = false;
   // bf16 activations for f32 and bf16 weights: every call rounds X to bf16 (nearest even) first, so
@@ -87,13 +87,13 @@ class SparseLinear {
   static Result<SparseLinear> sparse24(const Sparse24& weight, const LinearOptions& options = {});
   // Any keep:group with group <= 16, f32 or bf16 (int8 is not offered: its byte ratio is below 2:4's).
   // On AVX-512 a keep:2N weight with keep = 2N-2 (4:6, 6:8, 8:10, ..., 14:16) is packed slid, as 2:4
-  // windows over K_prime (design.md 5) with X lifted on each call, which runs the 2:4 kernels:
+  // windows over K_prime (docs/design.md 5) with X lifted on each call, which runs the 2:4 kernels:
   // faster than the bitmask kernels for few tokens. Larger calls run the nm pack or oneDNN's dense
   // copy (the plan, src/linear/linear_plan.cc, says from how many tokens), built by the first of
   // them (about 0.4 s for 4096 x 4096 here; then both forms are held).
   static Result<SparseLinear> nm(const NMPacked& weight, const LinearOptions& options = {});
   // A SlideSparse weight: [rows, geometry.K_prime], 2:4-compliant, from a keep:2N weight of logical
-  // width geometry.K (design.md 5). Runs as INT8 2:4 on activations lifted to K_prime while they are
+  // width geometry.K (docs/design.md 5). Runs as INT8 2:4 on activations lifted to K_prime while they are
   // quantized (options.int8 is implied). From a few tokens per call (the plan) it runs the same codes
   // folded back onto K with the dense INT8 kernel, or oneDNN's, and unlifted activations instead: the
   // integer sums, and so Y, are the same bit for bit, and a CPU has no sparse unit for the 2:4 form

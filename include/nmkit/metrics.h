@@ -1,5 +1,5 @@
 // Pruning quality metrics: the seed's PruneMetrics plus sparsity_percent, relative_error and
-// retained_l1 (design.md section 3). Sums are float64; aggregates add sums, never means.
+// retained_l1 (docs/design.md section 3). Sums are float64; aggregates add sums, never means.
 #pragma once
 
 #include <cstdint>

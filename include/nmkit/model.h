@@ -1,7 +1,7 @@
-// A llama decoder running on nmkit's kernels (design.md section 11.2): embeddings, RMSNorm, rope
+// A llama decoder running on nmkit's kernels (docs/design.md section 11.2): embeddings, RMSNorm, rope
 // NORM, grouped-query attention with a KV cache, SwiGLU, tied or separate output head. Every linear
 // is a SparseLinear, so one model runs with weights as dense f32, bf16 or int8, or pruned on load
-// (design.md 11.5: only the attention and MLP linears) and packed as sparse24, nm or slid.
+// (docs/design.md 11.5: only the attention and MLP linears) and packed as sparse24, nm or slid.
 // Attention, norms and the residual stream are f32.
 #pragma once
 
@@ -21,7 +21,7 @@
 
 namespace nmkit {
 
-// Hyper-parameters of a llama decoder (GGUF keys `llama.*`, design.md 11.2).
+// Hyper-parameters of a llama decoder (GGUF keys `llama.*`, docs/design.md 11.2).
 struct LlamaParams {
   int64_t n_vocab = 0;
   int64_t n_embd = 0;
@@ -44,7 +44,7 @@ struct LlamaParams {
 // An absent tensor is an Error naming it.
 using TensorLoader = std::function<Result<Tensor>(const std::string& name)>;
 
-// How the block linears are held and run after pruning (design.md 4 and 5): a checkpoint's WeightFormat
+// How the block linears are held and run after pruning (docs/design.md 4 and 5): a checkpoint's WeightFormat
 // plus Slid, which a checkpoint stores as a dense or sparse24 weight with a slide record.
 enum class LinearFormat { Dense, Sparse24, NM, Slid };
 Result<LinearFormat> parse_linear_format(std::string_view text);  // "dense" | "sparse24" | "nm" | "slid"
@@ -130,7 +130,7 @@ class LlamaModel {
   Status forward(LlamaSession& session, const int32_t* tokens, int64_t n, float* logits,
                  int64_t logits_from) const;
 
-  // --- Block-by-block access for calibrated pruning (design.md 12) ---
+  // --- Block-by-block access for calibrated pruning (docs/design.md 12) ---
   // hidden [n, n_embd] = token_embd rows of the tokens.
   Status embed(const int32_t* tokens, int64_t n, float* hidden) const;
   // Block b on n_seq sequences of seq_len tokens each, hidden [n_seq * seq_len, n_embd] in place;
@@ -157,7 +157,7 @@ class LlamaModel {
   // Bytes of packed weights one decode step streams (every block linear and the head).
   size_t weight_bytes_per_token() const;
   // Bytes of the weights in their storage formats (what a checkpoint of this model holds; "size on
-  // disk"): block linears packed as design.md 4 and 5 lay them out (dense rows x K; sparse24 and nm
+  // disk"): block linears packed as docs/design.md 4 and 5 lay them out (dense rows x K; sparse24 and nm
   // values plus metadata bytes; slid as int8 sparse24 over K_prime), the embedding and a separate
   // head dense, all in the weight dtype with a f32 scale per row for int8; norms f32.
   size_t storage_bytes() const;

@@ -1,5 +1,5 @@
 // N:M patterns, written keep:group ("2:4", "6:8"): at most `keep` non-zeros in every run of `group`
-// consecutive elements along K of one row (design.md section 1).
+// consecutive elements along K of one row (docs/design.md section 1).
 #pragma once
 
 #include <cstdint>
@@ -26,7 +26,7 @@ struct Pattern {
   int64_t groups(int64_t K) const { return K / group + (K % group != 0 ? 1 : 0); }
   // K rounded up to whole groups.
   int64_t padded(int64_t K) const { return groups(K) * group; }
-  // Even group and keep <= group - 2: slides onto 2:4 windows (design.md section 5).
+  // Even group and keep <= group - 2: slides onto 2:4 windows (docs/design.md section 5).
   bool slidable() const { return group % 2 == 0 && keep <= group - 2; }
   // N of the (2N-2):2N family, for even groups.
   int N() const { return group / 2; }

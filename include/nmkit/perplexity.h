@@ -1,4 +1,4 @@
-// Perplexity by llama.cpp's `llama-perplexity` protocol, so figures compare (design.md 11.4).
+// Perplexity by llama.cpp's `llama-perplexity` protocol, so figures compare (docs/design.md 11.4).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// N:M pruning with the exact tail, score, tie and bad-value rules of design.md section 2.
+// N:M pruning with the exact tail, score, tie and bad-value rules of docs/design.md section 2.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,5 @@
 // Dynamic quantization of activations (per token) and of weights (per output channel) to INT8 and
-// FP8 E4M3, plain or fused with SlideSparse lifting (design.md section 6).
+// FP8 E4M3, plain or fused with SlideSparse lifting (docs/design.md section 6).
 //
 // Rules (float32 arithmetic exactly as written, so every tier produces identical codes):
 //   absmax = max_k |x[k]| over the real K of the row (lifting does not change it)

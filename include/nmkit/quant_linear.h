@@ -1,4 +1,4 @@
-// Scalar reference of the quantized linear layer (design.md section 6) on dense, sparse24 and slid
+// Scalar reference of the quantized linear layer (docs/design.md section 6) on dense, sparse24 and slid
 // operands: the definition that quantized kernels are tested against.
 //
 //   acc[m, r] = sum_k qx[m, k] * qw[r, k]

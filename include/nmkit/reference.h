@@ -1,5 +1,5 @@
 // Scalar references of the linear layer on dense and compressed weights: the definition that the
-// fast kernels are tested against (design.md 10.5), and the seed's `sparse_matmul`.
+// fast kernels are tested against (docs/design.md 10.5), and the seed's `sparse_matmul`.
 #pragma once
 
 #include "nmkit/format.h"

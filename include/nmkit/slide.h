@@ -1,6 +1,6 @@
 // SlideSparse (arXiv 2603.05232): a weight compliant with keep:2N (keep <= 2N-2) rewritten as a 2:4
 // weight over overlapping windows, and the lifting of activations that makes the product unchanged
-// (design.md section 5).
+// (docs/design.md section 5).
 #pragma once
 
 #include <cstdint>

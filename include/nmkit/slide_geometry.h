@@ -1,4 +1,4 @@
-// Sizes of the SlideSparse decomposition of keep:2N onto 2:4 windows (design.md section 5).
+// Sizes of the SlideSparse decomposition of keep:2N onto 2:4 windows (docs/design.md section 5).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // Errors and results: every public call validates its inputs once, at the boundary, and returns a
-// Result carrying a one-line message that names the file, tensor, index and value (design.md 10.1).
+// Result carrying a one-line message that names the file, tensor, index and value (docs/design.md 10.1).
 // No exception or abort leaves the library for bad input; NMKIT_ASSERT guards internal invariants
 // (value() of a failed Result and error() of a successful one are such invariants: they abort with a
 // message instead of throwing std::bad_variant_access).

@@ -1,5 +1,5 @@
 // Tensors: a dtype, a shape and bytes. TensorView borrows bytes (from a memory-mapped file, say);
-// Tensor owns them. Matrices are 2-D [rows, K], row-major (design.md section 1).
+// Tensor owns them. Matrices are 2-D [rows, K], row-major (docs/design.md section 1).
 #pragma once
 
 #include <cstddef>

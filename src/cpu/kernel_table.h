@@ -1,4 +1,4 @@
-// The one dispatch table of per-ISA kernels (design.md section 8). Each kernel family declares its
+// The one dispatch table of per-ISA kernels (docs/design.md section 8). Each kernel family declares its
 // slots in its own header and fills them per tier in its own dispatch file.
 #pragma once
 

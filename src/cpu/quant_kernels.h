@@ -17,7 +17,7 @@
 namespace nmkit::cpu {
 
 // Lifting as a byte gather with a fixed pattern, for SIMD tiers that write `width` output codes at a
-// time from a row of codes (design.md section 5). Output vector g of a row reads the `width` bytes
+// time from a row of codes (docs/design.md section 5). Output vector g of a row reads the `width` bytes
 // at codes + (g / count) * in_advance + base[g % count] and takes byte index[(g % count) * width + t]
 // of them for output t. The pattern repeats every `count` vectors: count * width output columns
 // are a whole number of output groups (4(N-1) columns) fed by in_advance input columns. Every index

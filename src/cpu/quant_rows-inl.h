@@ -1,4 +1,4 @@
-// The quantization row pipeline shared by the SIMD tiers (design.md section 6): absmax, scale, codes,
+// The quantization row pipeline shared by the SIMD tiers (docs/design.md section 6): absmax, scale, codes,
 // then the fused lift and the optional streaming copy, over a two-row software pipeline. One body,
 // included by src/cpu/avx2/quant_rows.cc and src/cpu/avx512/quant_rows.cc inside their own tier
 // namespace (nmkit::cpu::<tier>), so each copy is compiled with that tier's flags only and the tiers

@@ -1,4 +1,4 @@
-// N:M compliance checks (design.md section 2): at most `keep` non-zeros in every group, the tail
+// N:M compliance checks (docs/design.md section 2): at most `keep` non-zeros in every group, the tail
 // group included. Works on raw bits, so it accepts any dtype without converting.
 #include <algorithm>
 #include <numeric>

@@ -45,7 +45,7 @@ inline uint64_t load_bits(const std::byte* p, size_t esize) {
   }
 }
 
-// The fill rule of design.md 4.2/4.3: the group's non-zero positions, then its lowest-index zero
+// The fill rule of docs/design.md 4.2/4.3: the group's non-zero positions, then its lowest-index zero
 // positions (padding positions of a tail group count as zeros) until `keep` positions are chosen.
 // `nonzero` has bit j set for a non-zero at group position j < group, `count` of them, <= keep.
 inline uint64_t fill_positions(uint64_t nonzero, int count, int group, int keep) {

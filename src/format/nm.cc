@@ -1,4 +1,4 @@
-// Any keep:group as values plus a bitmask (design.md 4.3): exactly `keep` value slots and `keep`
+// Any keep:group as values plus a bitmask (docs/design.md 4.3): exactly `keep` value slots and `keep`
 // mask bits per group, so a kernel can seek to any group without a prefix sum.
 #include <algorithm>
 #include <bit>

@@ -1,4 +1,4 @@
-// Canonical 2:4 (design.md 4.2): two values per group of four plus a 4-bit nibble idx0 | idx1 << 2.
+// Canonical 2:4 (docs/design.md 4.2): two values per group of four plus a 4-bit nibble idx0 | idx1 << 2.
 #include <algorithm>
 #include <bit>
 #include <cstring>

@@ -1,4 +1,4 @@
-// Short, single-line renderings of names and JSON values for error messages (design.md 10.1: one
+// Short, single-line renderings of names and JSON values for error messages (docs/design.md 10.1: one
 // line naming the file, tensor and value, even when the value is huge or holds newlines).
 #pragma once
 

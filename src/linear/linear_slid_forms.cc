@@ -41,7 +41,7 @@ Tensor unslide_rows(const PackedLinear& w, DType dtype, int64_t chunk) {
 
 // INT8: the per-row scales stay (the same values, so the same maximum), and the lifted activations
 // quantize to the same codes as the unlifted ones (every column appears, so the same maximum): the
-// product is the same integer sum, bit for bit (design.md 5-6).
+// product is the same integer sum, bit for bit (docs/design.md 5-6).
 std::unique_ptr<PackedLinear> unslide_int8(const PackedLinear& w) {
   Tensor codes = unslide_rows<int8_t>(w, DType::I8, kLinearChunkInt8);
   Tensor scales = Tensor::empty(DType::F32, {w.rows});

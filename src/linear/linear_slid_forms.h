@@ -1,4 +1,4 @@
-// Slid weights on the CPU: which form a call runs and the forms built for it (design.md 5 and 8).
+// Slid weights on the CPU: which form a call runs and the forms built for it (docs/design.md 5 and 8).
 // A SlideSparse weight exists for 2:4 sparse units; a CPU has none, so nmkit runs the slid 2:4 form
 // only where it is the fastest, for few tokens: for INT8 (`SparseLinear::slid`), and for an nm keep:2N
 // f32/bf16 weight with keep = 2N-2 (which `SparseLinear::nm` packs slid on AVX-512); larger calls run

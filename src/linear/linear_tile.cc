@@ -1,6 +1,6 @@
 // Decompression of one row block into the dense block layout, for the compute-bound regime: with
 // many tokens per call the dense micro-kernel runs on the tile, and the decompression (a few scalar
-// operations per weight) is shared by all of them (design.md 8: a CPU can at best match dense there).
+// operations per weight) is shared by all of them (docs/design.md 8: a CPU can at best match dense there).
 #include <cstring>
 
 #include "cpu/linear_common.h"

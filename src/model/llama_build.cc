@@ -1,4 +1,4 @@
-// Building a LlamaModel: loading and checking every tensor, pruning on load (design.md 11.5) and
+// Building a LlamaModel: loading and checking every tensor, pruning on load (docs/design.md 11.5) and
 // packing the linears into SparseLinears; replacing a linear later (calibrated pruning); the tensors
 // for saving.
 #include <cmath>
@@ -212,7 +212,7 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const TensorLoad
   }
   if (options.pattern && options.method != PruneMethod::Magnitude) {
     return Error("model: pruning on load supports the magnitude method only (calibrated methods prune "
-                 "through the model, design.md 12)");
+                 "through the model, docs/design.md 12)");
   }
   auto impl = std::make_unique<Impl>();
   impl->params = params;
@@ -257,7 +257,7 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const TensorLoad
     if (options.on_block) options.on_block(b, params.n_layer);
   }
 
-  // The head stays dense (design.md 11.5), in the model's weight dtype.
+  // The head stays dense (docs/design.md 11.5), in the model's weight dtype.
   Tensor output;
   if (params.tied_output) {
     output = Tensor::copy_of(impl->token_embd.view());

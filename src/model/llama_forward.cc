@@ -1,4 +1,4 @@
-// The llama forward pass (design.md 11.2) over the packed SparseLinears: batched prefill, one-token
+// The llama forward pass (docs/design.md 11.2) over the packed SparseLinears: batched prefill, one-token
 // decode against the KV cache, and block-by-block runs without a cache for calibration.
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-// The f32 pieces of the llama forward pass around the linears (design.md 11.2): RMSNorm, rope NORM,
+// The f32 pieces of the llama forward pass around the linears (docs/design.md 11.2): RMSNorm, rope NORM,
 // causal attention of one query over a KV cache, SwiGLU. Each is compiled for AVX-512, AVX2+FMA and
 // baseline x86-64 (target_clones, chosen once at load), written so that the compiler vectorizes it
 // without reordering any float sum it must not reorder.

@@ -33,7 +33,7 @@ const std::vector<PreType>& pre_types() {
   static const std::vector<PreType> types = {
       {{"default"}, {R"([\p{P}\$\+<=>\^~\|]+)", kGpt2, R"(\p{N}+)", "[0-9][0-9][0-9]"}, false},
       {{"gpt2", "gpt-2", "phi-2", "mpt", "olmo", "jais", "roberta-bpe", "exaone4"}, {kGpt2}, false},
-      // SmolLM2: digits one by one, then the GPT-2 regex (design.md section 11.3).
+      // SmolLM2: digits one by one, then the GPT-2 regex (docs/design.md section 11.3).
       {{"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b"},
        {R"(\p{N})", kGpt2},
        false},

@@ -1,4 +1,4 @@
-// Metrics from additive sums (design.md section 3): aggregates over a model add PruneSums and call
+// Metrics from additive sums (docs/design.md section 3): aggregates over a model add PruneSums and call
 // metrics_from once, so a model's means are weighted by element counts, never averaged per tensor.
 #include "nmkit/metrics.h"
 

@@ -1,4 +1,4 @@
-// N:M pruning (design.md section 2): scores, selection, tail groups and bad values, multithreaded
+// N:M pruning (docs/design.md section 2): scores, selection, tail groups and bad values, multithreaded
 // over rows. Rows are processed in blocks of whole groups so the converted weights, keys and
 // flags of a block stay in cache; nothing is allocated per element or per row.
 #include "nmkit/prune.h"

@@ -1,4 +1,4 @@
-// Per-row float64 sums of the pruning metrics (design.md 3). Four interleaved lanes per quantity
+// Per-row float64 sums of the pruning metrics (docs/design.md 3). Four interleaved lanes per quantity
 // (element i of a block feeds lane i % 4) break the add latency chains; the lane order is fixed,
 // so a row's sums do not depend on the thread count. kept is 0 or 1, so d*kept and d - d*kept are
 // exactly d or 0: no branches, and every product of floats widened to double is exact.

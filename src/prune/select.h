@@ -1,4 +1,4 @@
-// Selection of the `keep` best elements of one group (design.md section 2), shared by every
+// Selection of the `keep` best elements of one group (docs/design.md section 2), shared by every
 // pruning method. A method turns each element into an unsigned key whose integer order is the
 // order "higher score first, then larger |w|"; the remaining tie goes to the lower index.
 #pragma once

@@ -1,4 +1,4 @@
-// Selection of four groups at once (design.md 2 rules, same order as select.h), with the four
+// Selection of four groups at once (docs/design.md 2 rules, same order as select.h), with the four
 // groups in the four lanes of 128-bit integer vectors. GCC vector extensions compile to SSE2,
 // which every x86-64 has, so this needs no ISA dispatch; __builtin_shufflevector (GCC >= 12 and
 // clang alike, unlike GCC's __builtin_shuffle) keeps the code buildable for clang's sanitizers. Scalar rank counting costs ~4 operations

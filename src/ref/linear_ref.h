@@ -1,4 +1,4 @@
-// Scalar reference of nmkit's INT8 linear kernels (design.md 6): the definition the SIMD kernels
+// Scalar reference of nmkit's INT8 linear kernels (docs/design.md 6): the definition the SIMD kernels
 // must match bit for bit. Float linear kernels are checked against ref_dense_matmul /
 // ref_sparse_matmul (include/nmkit/reference.h) with a derived tolerance instead.
 #pragma once

@@ -1,4 +1,4 @@
-// Quantized linear layer by the letter of design.md section 6 (see include/nmkit/quant_linear.h).
+// Quantized linear layer by the letter of docs/design.md section 6 (see include/nmkit/quant_linear.h).
 #include "nmkit/quant_linear.h"
 
 #include <string>

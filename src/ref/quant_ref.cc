@@ -1,4 +1,4 @@
-// Per-token quantization by the letter of design.md section 6.
+// Per-token quantization by the letter of docs/design.md section 6.
 #include "ref/quant_ref.h"
 
 #include <cmath>
@@ -53,7 +53,7 @@ Quantized ref_quantize(const TensorView& x, QuantType type, const SlideGeometry*
     for (int64_t j = 0; j < cols; ++j) {
       int64_t i = j;
       if (lift != nullptr) {
-        // design.md 5: q = j / 4(N-1), r = j % 4(N-1), w = r / 4, lane = r % 4, i = q*2N + 2w + lane.
+        // docs/design.md 5: q = j / 4(N-1), r = j % 4(N-1), w = r / 4, lane = r % 4, i = q*2N + 2w + lane.
         const int64_t out_group = 4 * static_cast<int64_t>(lift->N() - 1);
         const int64_t w = (j % out_group) / 4;
         const int64_t lane = (j % out_group) % 4;

@@ -1,4 +1,4 @@
-// Scalar reference of per-token quantization, plain and fused with lifting: design.md section 6
+// Scalar reference of per-token quantization, plain and fused with lifting: docs/design.md section 6
 // written out value by value, the definition that every tier's kernel is compared against.
 #pragma once
 

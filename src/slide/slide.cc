@@ -1,4 +1,4 @@
-// Greedy window placement of a keep:2N weight onto 2:4 windows (design.md section 5).
+// Greedy window placement of a keep:2N weight onto 2:4 windows (docs/design.md section 5).
 #include "nmkit/slide.h"
 
 #include <algorithm>

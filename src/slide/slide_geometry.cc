@@ -1,4 +1,4 @@
-// Sizes and index map of the SlideSparse decomposition (design.md section 5).
+// Sizes and index map of the SlideSparse decomposition (docs/design.md section 5).
 #include "nmkit/slide_geometry.h"
 
 #include <string>

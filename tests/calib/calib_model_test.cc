@@ -110,7 +110,7 @@ TEST(CalibModel, MagnitudeEqualsPerTensorPruningWithoutAnyPass) {
   }
 }
 
-// Wanda's norms of block 1 are those of the block-1 inputs after the PRUNED block 0 (design 12):
+// Wanda's norms of block 1 are those of the block-1 inputs after the PRUNED block 0 (docs/design.md section 12):
 // recomputed here by running a fresh model whose block 0 holds the driver's pruned weights.
 TEST(CalibModel, WandaBlockOneSeesThePrunedBlockZero) {
   const auto tensors = tiny_tensors(tiny_params(), 2);

@@ -103,7 +103,7 @@ def read_gguf(path):
 
 
 def wanda_mask(w, a, keep, group):
-    """design.md 2: score fabsf(w) * a in float32; ties by |w|, then the lower index; tails padded."""
+    """docs/design.md 2: score fabsf(w) * a in float32; ties by |w|, then the lower index; tails padded."""
     rows, K = w.shape
     score = (np.abs(w).astype(np.float32) * a.astype(np.float32)[None, :]).astype(np.float32)
     kept = np.zeros_like(w, dtype=bool)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent check of `nmkit prune` against design.md sections 2-4.
+"""Independent check of `nmkit prune` against docs/design.md sections 2-4.
 
 Written from the design text only (not from nmkit's sources): a numpy re-implementation of N:M pruning
 (magnitude, gradient |w*g|, Wanda |w|*a[k]; tail groups, float32 scores, ties by larger |w| then lower
@@ -109,7 +109,7 @@ def from_f32_exact(dt, values):
 
 
 # ---------------------------------------------------------------------------------------------------
-# design.md section 2: selection
+# docs/design.md section 2: selection
 
 def keep_mask(w, keep, group, method, grad=None, norms=None):
     """Boolean [rows, K]: True where the element is kept."""
@@ -142,7 +142,7 @@ def keep_mask(w, keep, group, method, grad=None, norms=None):
     return kept
 
 
-# design.md section 3: metrics, float64 sums over the real elements
+# docs/design.md section 3: metrics, float64 sums over the real elements
 
 def sums_of(w, kept):
     w64 = np.abs(w.astype(np.float64))
@@ -177,7 +177,7 @@ def metrics_of(s, memory_bytes):
     }
 
 
-# design.md section 4: packings of the dense-masked tensor
+# docs/design.md section 4: packings of the dense-masked tensor
 
 def slot_positions(nonzero, slots):
     """Per group: its non-zero positions, then the lowest-index zero positions, `slots` of them, in

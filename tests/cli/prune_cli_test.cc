@@ -1,6 +1,6 @@
 // nmkit prune on small generated checkpoints: what is pruned and what is copied, the output's
 // compliance and metadata, the printed table and the JSON report, quiet stderr when piped.
-// (Bit-exact agreement with design.md is checked by independent_prune.py; here the checks are
+// (Bit-exact agreement with docs/design.md is checked by independent_prune.py; here the checks are
 // structural and against the input itself.)
 #include <cmath>
 #include <cstring>

@@ -1,4 +1,4 @@
-// Compliance (design.md 2, last rule): at most `keep` non-zeros in every group, tail included;
+// Compliance (docs/design.md 2, last rule): at most `keep` non-zeros in every group, tail included;
 // "non-zero" means != 0, so -0 is zero and NaN is not.
 #include <gtest/gtest.h>
 

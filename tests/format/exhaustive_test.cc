@@ -1,4 +1,4 @@
-// Exhaustive round trips (design.md 4.2/4.3 and 10.7): every subset of a group's positions as the
+// Exhaustive round trips (docs/design.md 4.2/4.3 and 10.7): every subset of a group's positions as the
 // non-zero pattern, for nm with every group width up to 16 and every keep, and for sparse24 with
 // every row of up to 12 elements (several groups and every tail). Compliant rows must pack exactly
 // as the oracle says and decompress to the same bits; the others must be reported with their row,

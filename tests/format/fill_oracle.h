@@ -1,4 +1,4 @@
-// An independent statement of the fill rule of design.md 4.2/4.3 for the format tests: list the
+// An independent statement of the fill rule of docs/design.md 4.2/4.3 for the format tests: list the
 // non-zero positions of a group (value != 0 as a float, so -0 is zero and NaN is not), then the
 // lowest-index zero positions, padding positions of a tail group counting as zeros; sort. Shares
 // no code with src/format.

@@ -40,7 +40,7 @@ std::vector<uint8_t> bytes_of(const TensorView& v) {
   return std::vector<uint8_t>(p, p + v.nbytes());
 }
 
-// Slide sizes straight from design.md section 5, independent of SlideGeometry::make.
+// Slide sizes straight from docs/design.md section 5, independent of SlideGeometry::make.
 struct SlideSizes {
   int64_t K_pad, K_prime;
 };
@@ -378,7 +378,7 @@ TEST(Checkpoint, RecordsThatDoNotMatchTheirPartsAreErrors) {
 TEST(Checkpoint, LoadWeightValidatesPackedContents) {
   test::TempDir dir;
   const std::string path = dir.file("corrupt.safetensors");
-  // meta nibble 0 is never valid (design.md 4.2).
+  // meta nibble 0 is never valid (docs/design.md 4.2).
   ASSERT_TRUE(write_safetensors(path,
                                 {zeros_output("b.values", DType::F16, {7, 10}), zeros_output("b.meta", DType::U8, {7, 3})},
                                 {{"nmkit.b", sparse24_record("F16", 7, 17)}})

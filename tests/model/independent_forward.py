@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Independent check of nmkit's llama forward pass (design.md 11.2) against a numpy float64 forward.
+"""Independent check of nmkit's llama forward pass (docs/design.md 11.2) against a numpy float64 forward.
 
 Written from the design text only: a tiny random llama (GQA with n_head_kv < n_head, tied output,
 sizes that leave N:M tail groups) is generated here and written as a GGUF file with the PyPI `gguf`
 package's GGUFWriter (F32 tensors); numpy computes its logits on 64 tokens in float64; nmkit (tests/model/model_logits.cc) reads the same
 file with its own GGUF reader, runs it and the logits are compared:
-  - dense f32 and the 2:4-magnitude-pruned model (pruned here, by design.md 2) against numpy, to the
+  - dense f32 and the 2:4-magnitude-pruned model (pruned here, by docs/design.md 2) against numpy, to the
     float32 bound below;
   - bf16 weights against numpy on the bf16-rounded weights (nearest even), to the same bound;
   - sparse24, nm (2:4 and 6:8), slid and int8 forms against nmkit's dense-masked f32 model, to the
@@ -81,7 +81,7 @@ def read_gguf(path):
 
 
 # ---------------------------------------------------------------------------------------------------
-# The oracle: design.md 11.2 in float64.
+# The oracle: docs/design.md 11.2 in float64.
 
 def rmsnorm(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
@@ -131,7 +131,7 @@ def forward(t, p, tokens, head_weight=None):
 
 
 def prune_magnitude(w, keep, group):
-    """design.md 2: keep the `keep` largest |w| of each group along K (ties: lower index; random
+    """docs/design.md 2: keep the `keep` largest |w| of each group along K (ties: lower index; random
     normal weights have no equal magnitudes), tail groups padded."""
     rows, K = w.shape
     pad = (-K) % group
@@ -258,7 +258,7 @@ def main():
                     ok &= check(f"{pattern} {fmt} bf16 vs numpy bf16 ({kernel})", got, ref_b, bound)
                 else:
                     # int8: each weight moves by at most half a step, max|w_row|/254, and each
-                    # activation by max|x_token|/254 (design.md 6): a linear's output moves by at most
+                    # activation by max|x_token|/254 (docs/design.md 6): a linear's output moves by at most
                     # 2/254 of sum |w||x|; the 2*n_layer + 2 linears of the path add up (as in
                     # f32_bound).
                     forward(pruned, p, tokens)

@@ -1,4 +1,4 @@
-// Bad inputs (design.md 2 "Bad values" and issue 2 "Errors"): each is an Error whose message names
+// Bad inputs (docs/design.md 2 "Bad values" and issue 2 "Errors"): each is an Error whose message names
 // the tensor, the row and column, and the value.
 #include <gtest/gtest.h>
 

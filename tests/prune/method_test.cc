@@ -1,4 +1,4 @@
-// Method names and metric formulas (design.md section 3).
+// Method names and metric formulas (docs/design.md section 3).
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// An independent statement of design.md section 2 for the prune tests: scores in float32 exactly as
+// An independent statement of docs/design.md section 2 for the prune tests: scores in float32 exactly as
 // written, a full sort per group with the tie rules spelled out as float comparisons, and metrics
 // summed plainly in float64. Shares no code with src/prune.
 #pragma once
@@ -63,7 +63,7 @@ inline Tensor oracle_masked(const TensorView& w, const std::vector<uint8_t>& kep
   return out;
 }
 
-// Metrics by their definitions (design.md section 3), plain float64 loops.
+// Metrics by their definitions (docs/design.md section 3), plain float64 loops.
 inline PruneMetrics oracle_metrics(const std::vector<float>& w, const std::vector<uint8_t>& kept) {
   PruneMetrics m;
   m.total_count = static_cast<int64_t>(w.size());

@@ -1,4 +1,4 @@
-// Property tests on random tensors of awkward shapes (design.md 10.5): every dtype, pattern and
+// Property tests on random tensors of awkward shapes (docs/design.md 10.5): every dtype, pattern and
 // method agrees bit for bit with the oracle, every element of the output is written, and the
 // metrics match a plain float64 computation to 1e-9 relative.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Exhaustive selection tests (design.md 2 and 10.7): for every group width g <= 16 and every
+// Exhaustive selection tests (docs/design.md 2 and 10.7): for every group width g <= 16 and every
 // keep < g, every subset of a group's positions is made "strong", and the library's choice is
 // compared bit for bit with the sort-based oracle. The values are built so that the rules are all
 // exercised: strong beats weak, equal scores go to the larger |w| and then to the lower index,

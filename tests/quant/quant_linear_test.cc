@@ -1,6 +1,6 @@
 // The quantized linear reference against an independent float64/int64 evaluation, and the key
 // SlideSparse property: quantized slid weights times quantized lifted activations equal quantized
-// original weights times quantized original activations, bit for bit (design.md sections 5 and 6).
+// original weights times quantized original activations, bit for bit (docs/design.md sections 5 and 6).
 #include <gtest/gtest.h>
 
 #include <cstring>

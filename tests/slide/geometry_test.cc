@@ -1,4 +1,4 @@
-// SlideGeometry sizes and index map against an independent enumeration of design.md section 5.
+// SlideGeometry sizes and index map against an independent enumeration of docs/design.md section 5.
 #include <gtest/gtest.h>
 
 #include <limits>

@@ -1,4 +1,4 @@
-// slide() and lift() against design.md section 5: exhaustive over every mask of every group up to 16
+// slide() and lift() against docs/design.md section 5: exhaustive over every mask of every group up to 16
 // wide, random compliant weights of awkward K, and the promised errors.
 #include <gtest/gtest.h>
 

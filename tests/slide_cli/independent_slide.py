@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """End-to-end check of `nmkit slide` and `nmkit quantize` against an independent numpy reading of
-design.md sections 5 and 6: random pruned weights and activations of awkward shapes in F32, F16 and
+docs/design.md sections 5 and 6: random pruned weights and activations of awkward shapes in F32, F16 and
 BF16 are written as safetensors, run through the nmkit executable, and every output byte is compared
 with what this script computes on its own. Also checks the promised errors (one stderr line, exit 1,
 no output file). Usage: independent_slide.py --nmkit PATH [--seed S]."""
@@ -75,7 +75,7 @@ def pruned_weight(rng, rows, K, keep, group):
 
 
 def slide_reference(w, keep, group, align):
-    """design.md 5: windows w = 0..N-2, lanes 0..3 in order; a slot takes W[i] when non-zero, not yet
+    """docs/design.md 5: windows w = 0..N-2, lanes 0..3 in order; a slot takes W[i] when non-zero, not yet
     placed and the window holds fewer than two values."""
     rows, K = w.shape
     N = group // 2
@@ -135,7 +135,7 @@ def encode_e4m3(values):
 
 
 def quantize_reference(x, kind, mapping=None):
-    """design.md 6 in float32, value by value."""
+    """docs/design.md 6 in float32, value by value."""
     x = x.astype(np.float32)
     qmax = np.float32(127.0 if kind == "int8" else 448.0)
     absmax = np.abs(x).max(axis=1)
@@ -280,7 +280,7 @@ def main():
     check(result.returncode == 1 and len(lines) == 1 and "hidden" in lines[0] and "row 1, column 4" in lines[0]
           and "inf" in lines[0] and src in lines[0], f"non-finite activation: {result.stderr!r}")
     check(not os.path.exists(dst), "no output after an error")
-    print("errors checked; all", checks, "outputs agree with design.md")
+    print("errors checked; all", checks, "outputs agree with docs/design.md")
 
 
 if __name__ == "__main__":

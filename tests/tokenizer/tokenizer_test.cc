@@ -115,7 +115,7 @@ TEST(Tokenizer, InvalidUtf8BecomesReplacementCharacter) {
 
 TEST(Tokenizer, HostileInputIsLinear) {
   // 10 MB without a newline (2 MB for the other pre types), of each kind a regex could backtrack
-  // on. Not timed as an assertion (design.md 10.9); printed, and each must finish (a quadratic
+  // on. Not timed as an assertion (docs/design.md 10.9); printed, and each must finish (a quadratic
   // split of 10 MB would take hours).
   for (const std::string pre : {"smollm", "llama3", "default"}) {
     const size_t mb = pre == "smollm" ? 10 : 2;

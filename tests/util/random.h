@@ -20,7 +20,7 @@ std::vector<float> random_small_ints(size_t n, uint64_t seed, int lo = -8, int h
 // A tensor of the given dtype from random_floats (values rounded into the dtype).
 Tensor random_tensor(DType dtype, Shape shape, uint64_t seed, float lo = -1.0f, float hi = 1.0f);
 
-// Awkward sizes for K, rows and M (design.md 10.5).
+// Awkward sizes for K, rows and M (docs/design.md 10.5).
 inline const std::vector<int64_t>& awkward_sizes() {
   static const std::vector<int64_t> sizes{1, 3, 15, 16, 17, 100, 1000, 4097};
   return sizes;

@@ -1,6 +1,6 @@
 // nmkit bench accuracy MODEL: the accuracy table of issue 11. Perplexity on the evaluation text
 // (docs/design.md 11.4, ctx 512) of the dense model and of every pattern x method, each pruned from
-// the dense model with calibration (design 12), in one run.
+// the dense model with calibration (docs/design.md section 12), in one run.
 #include <fmt/core.h>
 
 #include <fstream>

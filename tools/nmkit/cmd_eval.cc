@@ -1,4 +1,4 @@
-// `nmkit eval MODEL --text FILE`: perplexity by llama.cpp's protocol (design.md 11.4).
+// `nmkit eval MODEL --text FILE`: perplexity by llama.cpp's protocol (docs/design.md 11.4).
 #include <cstdio>
 #include <fstream>
 #include <memory>

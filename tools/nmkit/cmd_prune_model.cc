@@ -1,6 +1,6 @@
 // nmkit prune MODEL -o OUT --pattern P --method magnitude|wanda|sparsegpt [--calib FILE]: prunes every
 // attention and MLP linear of a llama model (docs/design.md 11.5), calibrated block by block for
-// wanda and sparsegpt (design 12), and writes the model as GGUF (the source's metadata and tensor
+// wanda and sparsegpt (docs/design.md section 12), and writes the model as GGUF (the source's metadata and tensor
 // order, F32/F16/BF16 dense-masked) or safetensors (a GGUF source: GGUF names and llama.* metadata;
 // a Hugging Face folder: its own tensor names and q/k row order), by extension.
 #include <fmt/core.h>

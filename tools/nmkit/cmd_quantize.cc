@@ -1,5 +1,5 @@
 // nmkit quantize ACT -o OUT --dtype int8|e4m3 [--lift 6:8 --align 32]: per-token dynamic quantization
-// of every 2-D float tensor NAME of a safetensors file (design.md section 6), optionally fused with
+// of every 2-D float tensor NAME of a safetensors file (docs/design.md section 6), optionally fused with
 // SlideSparse lifting (section 5). Writes NAME.codes (I8, or the e4m3 bytes as U8) and NAME.scales
 // (F32, one per row): what a GPU pipeline's quantization kernel should produce for these activations.
 #include <algorithm>

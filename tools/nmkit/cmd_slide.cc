@@ -1,5 +1,5 @@
 // nmkit slide IN -o OUT --pattern 6:8 [--align 32] [--format dense|sparse24]: rewrites every selected
-// keep:2N-compliant weight as its SlideSparse 2:4 form [rows, K'] (design.md section 5), records the
+// keep:2N-compliant weight as its SlideSparse 2:4 form [rows, K'] (docs/design.md section 5), records the
 // geometry in __metadata__ and prints K, K', expansion and the ideal speedup N/(N-1) per tensor.
 #include <cstring>
 #include <memory>

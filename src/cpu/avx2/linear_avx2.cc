@@ -1,4 +1,4 @@
-// AVX2 + FMA dense and sparse24 kernels, f32 and bf16 weights, f32 activations (design.md 8).
+// AVX2 + FMA dense and sparse24 kernels, f32 and bf16 weights, f32 activations (docs/design.md 8).
 // Shape as in the AVX-512 tier, scaled to 16 YMM registers: a block of 4 rows and up to 2 tokens.
 // sparse24 works on 16-wide halves of a chunk: the 8 kept values of a half come from two 8-wide
 // activation vectors, gathered with two vpermps and one blend; the indices are decoded in

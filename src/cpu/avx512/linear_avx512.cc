@@ -1,4 +1,4 @@
-// AVX-512 dense and sparse24 kernels, f32 and bf16 weights, f32 activations (design.md 8).
+// AVX-512 dense and sparse24 kernels, f32 and bf16 weights, f32 activations (docs/design.md 8).
 // Shape: a block of 4 rows is applied to up to 4 tokens at a time with 16 ZMM accumulators, the
 // activations of a 32-wide K chunk held in registers. sparse24 gathers the activations that meet
 // the 16 kept values of a row with one vpermt2ps whose indices are decoded in registers from the

@@ -1,4 +1,4 @@
-// AVX-512 VNNI INT8 kernels, dense and sparse24 (design.md 6 and 8). vpdpbusd multiplies unsigned by
+// AVX-512 VNNI INT8 kernels, dense and sparse24 (docs/design.md 6 and 8). vpdpbusd multiplies unsigned by
 // signed bytes, so the activation codes are offset by 128 (an xor of the sign bit) and 128 times the
 // row's code sum is subtracted at the end: exact, so the result equals the reference bit for bit.
 // sparse24 streams 64 values and 16 bytes of meta per row and 128 K (2.5 bytes per 4 weights against

@@ -1,4 +1,4 @@
-// AVX-512 sparse24 kernels on token lanes (design.md 8), f32 and bf16 weights, f32 activations, for
+// AVX-512 sparse24 kernels on token lanes (docs/design.md 8), f32 and bf16 weights, f32 activations, for
 // calls of several tokens. The activations come transposed (call.xt: 16 tokens per ZMM at each K),
 // so a kept value is one broadcast times the 16 tokens' activations at its K, found from its 2-bit
 // position: only the kept half of the products is executed, with no shuffle (the row-lane kernel of
