@@ -27,6 +27,7 @@ test: build
 bench: build
 	./build/nmkit bench quant
 	./build/nmkit bench linear
+	@model=$$(bash scripts/fetch_model.sh) && ./build/nmkit bench model "$$model"
 
 # The accuracy table (issue 11): SmolLM2 perplexity (ctx 512) dense and 6:8/4:8/2:4/1:4 x magnitude, Wanda,
 # SparseGPT, calibrated on the project's calibration text. CHUNKS=0 evaluates the whole text (slow).

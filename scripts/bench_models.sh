@@ -74,7 +74,8 @@ make_models() {
 tokens() {
   for pair in "eval:$eval_text" "calib:$calib_text"; do
     local role=${pair%%:*} text=${pair#*:}
-    local ids=$out/$(basename "$text" .txt).smollm2.ids.json
+    local ids
+    ids=$out/$(basename "$text" .txt).smollm2.ids.json
     if [ ! -f "$ids" ]; then
       "$bin/llama-tokenize" -m "$q41" -f "$text" --ids --log-disable > "$ids.tmp" 2> "$out/tokenize-$role.log"
       mv "$ids.tmp" "$ids"

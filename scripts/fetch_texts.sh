@@ -33,11 +33,11 @@ eval_sha256=9fafb70556b0211ea4e5de5c1b05259027ad4397c407dd33a558a26810923ac9
 calib_text=$dest/tom-sawyer.txt
 calib_sha256=$calib_member_sha256
 
-check() {  # check FILE SHA256: exit 1 with a one-line message when the file's sha256 differs
+check() {  # check FILE SHA256 [NAME]: exit 1 with a one-line message when the sha256 differs
   local got
   got=$(sha256sum "$1" | cut -d' ' -f1)
   if [ "$got" != "$2" ]; then
-    echo "fetch_texts: $1: sha256 $got, expected $2" >&2
+    echo "fetch_texts: ${3:-$1}: sha256 $got, expected $2" >&2
     exit 1
   fi
 }
@@ -63,13 +63,13 @@ if [ ! -f "$eval_text" ] || [ ! -f "$calib_text" ]; then
   tmp=$(mktemp -d -p .cache)  # inside .cache/, so the final mv is a rename on the same file system
   trap 'rm -rf "$tmp"' EXIT
   dpkg-deb -x "$deb" "$tmp"
-  check "$tmp/$testdata/$eval_member" "$eval_member_sha256"
-  check "$tmp/$testdata/$calib_member" "$calib_member_sha256"
+  check "$tmp/$testdata/$eval_member" "$eval_member_sha256" "$deb: $eval_member"
+  check "$tmp/$testdata/$calib_member" "$calib_member_sha256" "$deb: $calib_member"
   awk '/^\*\*\* END OF /{exit} started{sub(/\r$/, ""); print} /^\*\*\* START OF /{started=1}' \
     "$tmp/$testdata/$eval_member" > "$tmp/eval.txt"
-  check "$tmp/eval.txt" "$eval_sha256"
+  check "$tmp/eval.txt" "$eval_sha256" "$eval_text (extracted from $eval_member)"
   cp "$tmp/$testdata/$calib_member" "$tmp/calib.txt"
-  check "$tmp/calib.txt" "$calib_sha256"
+  check "$tmp/calib.txt" "$calib_sha256" "$calib_text"
   mv "$tmp/eval.txt" "$eval_text"
   mv "$tmp/calib.txt" "$calib_text"
 fi

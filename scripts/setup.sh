@@ -9,12 +9,12 @@ cd "$(dirname "$0")/.."
 packages=(cmake g++ make git python3 python3-pip unzip
           libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libfmt-dev
           libeigen3-dev libopenblas-dev libdnnl-dev
-          # RE2: --include/--exclude match in linear time without recursion (issue 13, C2).
-          libre2-dev
           # the tokenizer's pre-tokenizer regexes (UTF + Unicode properties), found by pkg-config
           libpcre2-dev pkg-config
           # LAPACKE: the C interface to LAPACK (Cholesky for SparseGPT, src/calib).
           liblapacke-dev
+          # RE2: --include/--exclude match in linear time without recursion (issue 13, C2).
+          libre2-dev
           # oneDNN's CMake config looks for OpenCL and stops the configure without it; apt-get only
           # recommends the package, and recommendations are not installed here.
           ocl-icd-opencl-dev

@@ -36,10 +36,10 @@
 #include "nmkit/format.h"
 #include "nmkit/safetensors.h"
 #include "nmkit/slide_geometry.h"
+#include "nmkit/weight_format.h"
 
 namespace nmkit {
 
-enum class WeightFormat { Dense, Sparse24, NM };
 std::string_view weight_format_name(WeightFormat format);  // "dense", "sparse24", "nm"
 Result<WeightFormat> parse_weight_format(std::string_view text);
 

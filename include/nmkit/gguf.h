@@ -151,12 +151,34 @@ struct GgufWriteOptions {
   std::function<void(size_t i, size_t n, const OutputTensor&)> on_tensor;
 };
 
+// One tensor to write in any ggml type (a quantized one kept as it is, say): fill() writes exactly
+// ne[0] / block x block bytes x the other ne bytes at dst. `shape` is nmkit's (ne reversed).
+struct GgufOutputTensor {
+  std::string name;
+  GgmlType type = GgmlType::F32;
+  Shape shape;
+  std::function<Status(std::byte* dst)> fill;
+
+  // The tensor's stored bytes, copied unchanged (borrows `file`, which must outlive the write).
+  static GgufOutputTensor copy_of(const GgufFile& file, const GgufTensorInfo& info);
+  // An OutputTensor of a dtype ggml has (F32, F16, BF16, F64, I8, I16, I32, I64); an Error names
+  // the tensor otherwise.
+  static Result<GgufOutputTensor> from(const OutputTensor& tensor);
+};
+
 // Writes a GGUF version 3 file: the metadata in the given order (a "general.alignment" entry in it
 // is replaced by options.alignment), then the tensors in the given order, each at the next offset
-// that is a multiple of the alignment. Tensor dtypes F32, F16, BF16 (and F64, I8, I16, I32, I64,
-// which ggml also has); shapes are nmkit's (written reversed as ne), 1 to 4 dimensions. Atomic like
-// write_safetensors: a temporary in the same folder renamed onto PATH only when every fill succeeded.
+// that is a multiple of the alignment, its data padded with zeros to the alignment (the last one
+// too, as ggml writes). Tensor dtypes F32, F16, BF16 (and F64, I8, I16, I32, I64, which ggml also
+// has); shapes are nmkit's (written reversed as ne), 1 to 4 dimensions; names at most 63 bytes
+// (ggml's limit). Atomic like write_safetensors (PendingFile, nmkit/files.h): a temporary in the
+// same folder renamed onto PATH only when every fill succeeded; a fill's Error is returned
+// unchanged, an exception from a fill or callback becomes an Error naming PATH and the tensor.
 Status write_gguf(const std::string& path, const std::vector<GgufKeyValue>& metadata,
                   const std::vector<OutputTensor>& tensors, const GgufWriteOptions& options = {});
+// The same with tensors of any ggml type (ne[0] a multiple of the type's block); on_tensor is
+// given an OutputTensor with the name and shape (dtype U8 for types that are not a DType).
+Status write_gguf(const std::string& path, const std::vector<GgufKeyValue>& metadata,
+                  const std::vector<GgufOutputTensor>& tensors, const GgufWriteOptions& options = {});
 
 }  // namespace nmkit

@@ -54,10 +54,9 @@
 #include "nmkit/slide_geometry.h"
 #include "nmkit/status.h"
 #include "nmkit/tensor.h"
+#include "nmkit/weight_format.h"
 
 namespace nmkit {
-
-enum class LinearWeight { Dense, Sparse24, NM };
 
 struct LinearOptions {
   // ISA tier of the kernels; unset = active_tier() (NMKIT_ISA, else the best detected). A tier this
@@ -89,17 +88,17 @@ class SparseLinear {
   // Any keep:group with group <= 16, f32 or bf16 (int8 is not offered: its byte ratio is below 2:4's).
   // On AVX-512 a keep:2N weight with keep = 2N-2 (4:6, 6:8, 8:10, ..., 14:16) is packed slid, as 2:4
   // windows over K_prime (design.md 5) with X lifted on each call, which runs the 2:4 kernels:
-  // faster than the bitmask kernels up to 32 tokens (bf16 activations) or 64 (f32). Larger calls
-  // run the nm pack, built by the first of them (about 0.4 s for 4096 x 4096 here; then both forms
-  // are held).
+  // faster than the bitmask kernels for few tokens. Larger calls run the nm pack or oneDNN's dense
+  // copy (the plan, src/linear/linear_plan.cc, says from how many tokens), built by the first of
+  // them (about 0.4 s for 4096 x 4096 here; then both forms are held).
   static Result<SparseLinear> nm(const NMPacked& weight, const LinearOptions& options = {});
   // A SlideSparse weight: [rows, geometry.K_prime], 2:4-compliant, from a keep:2N weight of logical
   // width geometry.K (design.md 5). Runs as INT8 2:4 on activations lifted to K_prime while they are
-  // quantized (options.int8 is implied). From 8 tokens per call it runs the same codes folded back
-  // onto K with the dense INT8 kernel and unlifted activations instead: the integer sums, and so Y,
-  // are the same bit for bit, and a CPU has no sparse unit for the 2:4 form to feed (measured 0.6x of
-  // dense at 256 tokens). The first such call builds that copy (rows * K bytes more memory, about
-  // 0.1 s for 4096 x 4096 here).
+  // quantized (options.int8 is implied). From a few tokens per call (the plan) it runs the same codes
+  // folded back onto K with the dense INT8 kernel, or oneDNN's, and unlifted activations instead: the
+  // integer sums, and so Y, are the same bit for bit, and a CPU has no sparse unit for the 2:4 form
+  // to feed (measured 0.6x of dense at 256 tokens). The first such call builds that copy (rows * K
+  // bytes more memory, about 0.1 s for 4096 x 4096 here).
   static Result<SparseLinear> slid(const TensorView& slid_weight, const SlideGeometry& geometry,
                                    const LinearOptions& options = {});
 
@@ -117,7 +116,7 @@ class SparseLinear {
 
   int64_t rows() const;
   int64_t K() const;  // logical input features (of the unslid weight for a slid one)
-  LinearWeight weight_kind() const;
+  WeightFormat weight_format() const;
   DType weight_dtype() const;  // F32, BF16 or I8
   Pattern pattern() const;     // 2:4 for sparse24 and slid, the stored pattern for nm (dense: 2:4, unused)
   IsaTier tier() const;

@@ -144,6 +144,15 @@ Result<CalibReport> calibrate_and_prune(LlamaModel& model, const std::vector<int
     double hook_seconds = 0;
     const LinearHook hook = [&](const LinearInput& in) -> Status {
       const auto th = Clock::now();
+      // A non-finite input (float32 overflow in an earlier layer) would make H non-finite; it is
+      // named here, with the layer that reads it, before the linear itself refuses it.
+      for (int64_t i = 0; i < in.tokens * in.K; ++i) {
+        if (!std::isfinite(in.x[i])) {
+          return Error("layer '" + tensor_name(b, in.names.front()) + "': calibration input at token " +
+                       std::to_string(i / in.K) + ", feature " + std::to_string(i % in.K) + " is " +
+                       (std::isnan(in.x[i]) ? "nan" : in.x[i] > 0 ? "inf" : "-inf"));
+        }
+      }
       GroupStats* g = nullptr;
       for (GroupStats& existing : groups) {
         if (existing.names == in.names) g = &existing;

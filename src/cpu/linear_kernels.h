@@ -15,6 +15,7 @@
 #include "nmkit/dtype.h"
 #include "nmkit/pattern.h"
 #include "nmkit/slide_geometry.h"
+#include "nmkit/weight_format.h"
 
 namespace nmkit::cpu {
 
@@ -43,10 +44,9 @@ struct AlignedBytes {
   template <class T> const T* as() const { return reinterpret_cast<const T*>(data.get()); }
 };
 
-enum class PackedKind { Dense, Sparse24, NM };
 
 struct PackedLinear {
-  PackedKind kind = PackedKind::Dense;
+  WeightFormat kind = WeightFormat::Dense;
   DType dtype = DType::F32;  // F32, BF16 or I8
   IsaTier tier = IsaTier::Scalar;
   int64_t rows = 0;

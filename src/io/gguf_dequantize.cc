@@ -153,6 +153,7 @@ Status dequantize_ggml(GgmlType type, const std::byte* src, float* dst, int64_t 
   const int64_t block = ggml_block_elements(type);
   const int64_t bytes = ggml_block_bytes(type);
   NMKIT_ASSERT(n_elements % block == 0);
+  if (n_elements == 0) return ok_status();  // dst may be null then
   const auto* in = reinterpret_cast<const uint8_t*>(src);
   const int64_t n_blocks = n_elements / block;
   switch (type) {

@@ -89,7 +89,7 @@ struct Layout {
 };
 
 Result<Layout> plan(const std::string& path, const std::vector<GgufKeyValue>& metadata,
-                    const std::vector<OutputTensor>& tensors, const GgufWriteOptions& options) {
+                    const std::vector<GgufOutputTensor>& tensors, const GgufWriteOptions& options) {
   const std::string prefix = path + ": ";
   const uint64_t align = options.alignment;
   if (align == 0 || (align & (align - 1)) != 0) {
@@ -130,7 +130,7 @@ Result<Layout> plan(const std::string& path, const std::vector<GgufKeyValue>& me
 
   std::unordered_set<std::string_view> names;
   uint64_t offset = 0;
-  for (const OutputTensor& t : tensors) {
+  for (const GgufOutputTensor& t : tensors) {
     const std::string where = prefix + "tensor " + io::quote_name(t.name) + ": ";
     if (t.name.empty()) return Error(prefix + "a tensor has an empty name");
     if (t.name.size() > kMaxTensorNameBytes) {
@@ -138,16 +138,24 @@ Result<Layout> plan(const std::string& path, const std::vector<GgufKeyValue>& me
                    std::to_string(kMaxTensorNameBytes));
     }
     if (!names.insert(t.name).second) return Error(where + "listed twice");
-    const auto type = ggml_type_of(t.dtype);
-    if (!type) return Error(where + "dtype " + std::string(dtype_name(t.dtype)) + " has no ggml type");
+    if (!ggml_type_from_number(static_cast<uint32_t>(t.type))) {
+      return Error(where + "unknown ggml type " + std::to_string(static_cast<uint32_t>(t.type)));
+    }
     if (t.shape.empty() || t.shape.size() > 4) {
       return Error(where + "shape " + shape_str(t.shape) + " has " + std::to_string(t.shape.size()) +
                    " dimensions; GGUF holds 1 to 4");
     }
-    uint64_t bytes = dtype_size(t.dtype);
-    for (const int64_t dim : t.shape) {
+    const uint64_t block = ggml_block_elements(t.type);
+    if (t.shape.back() < 0 || static_cast<uint64_t>(t.shape.back()) % block != 0) {
+      return Error(where + "shape " + shape_str(t.shape) + ": the last dimension is not a multiple of " +
+                   std::string(ggml_type_name(t.type)) + "'s block of " + std::to_string(block));
+    }
+    uint64_t bytes = ggml_block_bytes(t.type);
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      const int64_t dim = t.shape[d];
       if (dim < 0) return Error(where + "shape " + shape_str(t.shape) + " has a negative entry " + std::to_string(dim));
-      if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(dim), &bytes)) {
+      const uint64_t factor = d + 1 == t.shape.size() ? static_cast<uint64_t>(dim) / block : static_cast<uint64_t>(dim);
+      if (__builtin_mul_overflow(bytes, factor, &bytes)) {
         return Error(where + "shape " + shape_str(t.shape) + " overflows 64-bit byte counts");
       }
     }
@@ -155,7 +163,7 @@ Result<Layout> plan(const std::string& path, const std::vector<GgufKeyValue>& me
     put_string(out, t.name);
     put<uint32_t>(out, static_cast<uint32_t>(t.shape.size()));
     for (auto d = t.shape.rbegin(); d != t.shape.rend(); ++d) put<uint64_t>(out, static_cast<uint64_t>(*d));
-    put<uint32_t>(out, static_cast<uint32_t>(*type));
+    put<uint32_t>(out, static_cast<uint32_t>(t.type));
     put<uint64_t>(out, offset);
     layout.offsets.push_back(offset);
     // Every tensor's data is padded to the alignment, the last one included, as ggml's writer does
@@ -172,8 +180,41 @@ Result<Layout> plan(const std::string& path, const std::vector<GgufKeyValue>& me
 
 }  // namespace
 
+GgufOutputTensor GgufOutputTensor::copy_of(const GgufFile& file, const GgufTensorInfo& info) {
+  GgufOutputTensor out;
+  out.name = info.name;
+  out.type = info.type;
+  out.shape = info.shape();
+  out.fill = [bytes = file.raw(info)](std::byte* dst) {
+    if (!bytes.empty()) std::memcpy(dst, bytes.data(), bytes.size());
+    return ok_status();
+  };
+  return out;
+}
+
+Result<GgufOutputTensor> GgufOutputTensor::from(const OutputTensor& tensor) {
+  const auto type = ggml_type_of(tensor.dtype);
+  if (!type) {
+    return Error("tensor " + io::quote_name(tensor.name) + ": dtype " + std::string(dtype_name(tensor.dtype)) +
+                 " has no ggml type");
+  }
+  return GgufOutputTensor{tensor.name, *type, tensor.shape, tensor.fill};
+}
+
 Status write_gguf(const std::string& path, const std::vector<GgufKeyValue>& metadata,
                   const std::vector<OutputTensor>& tensors, const GgufWriteOptions& options) {
+  std::vector<GgufOutputTensor> typed;
+  typed.reserve(tensors.size());
+  for (const OutputTensor& t : tensors) {
+    auto g = GgufOutputTensor::from(t);
+    if (!g.ok()) return g.error().with_context(path + ": ");
+    typed.push_back(std::move(*g));
+  }
+  return write_gguf(path, metadata, typed, options);
+}
+
+Status write_gguf(const std::string& path, const std::vector<GgufKeyValue>& metadata,
+                  const std::vector<GgufOutputTensor>& tensors, const GgufWriteOptions& options) {
   auto layout = plan(path, metadata, tensors, options);
   if (!layout.ok()) return layout.error();
   const uint64_t header_size = layout->header.size();
@@ -188,11 +229,20 @@ Status write_gguf(const std::string& path, const std::vector<GgufKeyValue>& meta
   // The padding between tensors stays zero: the reserved blocks of a new file read as zeros.
   std::byte* data = out + header_size;
   for (size_t i = 0; i < tensors.size(); ++i) {
-    const OutputTensor& t = tensors[i];
+    const GgufOutputTensor& t = tensors[i];
     // Callbacks are the caller's code: an exception must not skip the cleanup or leave the library
     // (docs/design.md section 10.1).
     try {
-      if (options.on_tensor) options.on_tensor(i, tensors.size(), t);
+      if (options.on_tensor) {
+        OutputTensor shown;
+        shown.name = t.name;
+        shown.shape = t.shape;
+        shown.dtype = DType::U8;
+        for (const DType d : {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I8, DType::I16, DType::I32, DType::I64}) {
+          if (ggml_type_of(d) == t.type) shown.dtype = d;
+        }
+        options.on_tensor(i, tensors.size(), shown);
+      }
       NMKIT_TRY(t.fill(data + layout->offsets[i]));
     } catch (const std::exception& e) {
       return Error(path + ": tensor " + io::quote_name(t.name) + ": " + io::one_line(e.what(), 200));

@@ -21,6 +21,6 @@ void transpose_token_lanes(const float* x, int64_t M, int64_t K_x, float* xt);
 size_t tile_bytes(const PackedLinear& w);
 
 // The kernel slot a packed weight runs on (null when the tier lacks it).
-LinearFn linear_kernel_for(const LinearKernels& kernels, PackedKind kind, DType dtype);
+LinearFn linear_kernel_for(const LinearKernels& kernels, WeightFormat kind, DType dtype);
 
 }  // namespace nmkit::cpu

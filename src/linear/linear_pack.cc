@@ -36,7 +36,7 @@ void copy_element(DType src_dtype, const std::byte* src, int64_t i, DType dst_dt
   std::memcpy(dst + j * 4, &value, 4);
 }
 
-std::unique_ptr<PackedLinear> start(PackedKind kind, DType dtype, int64_t rows, int64_t K, int64_t chunk) {
+std::unique_ptr<PackedLinear> start(WeightFormat kind, DType dtype, int64_t rows, int64_t K, int64_t chunk) {
   auto packed = std::make_unique<PackedLinear>();
   packed->kind = kind;
   packed->dtype = dtype;
@@ -66,7 +66,7 @@ Result<std::unique_ptr<PackedLinear>> pack_dense(const TensorView& weight) {
   NMKIT_TRY(check_shape(weight.rows(), weight.cols(), "dense weight"));
   auto dtype = packed_dtype(weight.dtype, "dense weight");
   if (!dtype.ok()) return dtype.error();
-  auto packed = start(PackedKind::Dense, *dtype, weight.rows(), weight.cols(), kLinearChunk);
+  auto packed = start(WeightFormat::Dense, *dtype, weight.rows(), weight.cols(), kLinearChunk);
   const int64_t chunks = packed->K_x / kLinearChunk;
   const size_t size = dtype_size(*dtype);
   const size_t count = static_cast<size_t>(packed->row_blocks * chunks * kLinearRowBlock * kLinearChunk);
@@ -91,7 +91,7 @@ Result<std::unique_ptr<PackedLinear>> pack_sparse24(const Sparse24& weight) {
   auto dtype = packed_dtype(weight.dtype(), "sparse24 weight");
   if (!dtype.ok()) return dtype.error();
   // K_x is a multiple of 64 so that the bf16-activation kernel can take two chunks per step.
-  auto packed = start(PackedKind::Sparse24, *dtype, weight.rows(), weight.K, 2 * kLinearChunk);
+  auto packed = start(WeightFormat::Sparse24, *dtype, weight.rows(), weight.K, 2 * kLinearChunk);
   const int64_t chunks = packed->K_x / kLinearChunk;
   const int64_t groups = weight.K_pad() / 4;  // real groups per row (the rest is chunk padding)
   const size_t size = dtype_size(*dtype);
@@ -130,7 +130,7 @@ Result<std::unique_ptr<PackedLinear>> pack_nm(const NMPacked& weight) {
   }
   auto dtype = packed_dtype(weight.dtype(), "nm weight");
   if (!dtype.ok()) return dtype.error();
-  auto packed = start(PackedKind::NM, *dtype, weight.rows(), weight.K, kLinearChunk);
+  auto packed = start(WeightFormat::NM, *dtype, weight.rows(), weight.K, kLinearChunk);
   packed->pattern = pattern;
   packed->superchunk = std::lcm<int64_t>(pattern.group, kLinearChunk);
   packed->K_x = round_up(weight.K_pad(), packed->superchunk);
@@ -199,7 +199,7 @@ Result<std::unique_ptr<PackedLinear>> pack_dense_int8(const Quantized& weight) {
                  " " + shape_str(codes.shape()));
   }
   NMKIT_TRY(check_shape(codes.rows(), codes.cols(), "int8 dense weight"));
-  auto packed = start(PackedKind::Dense, DType::I8, codes.rows(), codes.cols(), kLinearChunkInt8);
+  auto packed = start(WeightFormat::Dense, DType::I8, codes.rows(), codes.cols(), kLinearChunkInt8);
   NMKIT_TRY(check_int8(packed->K_x, "int8 dense weight"));
   const int64_t chunks = packed->K_x / kLinearChunkInt8;
   const size_t count = static_cast<size_t>(packed->row_blocks * chunks * kLinearRowBlock * kLinearChunkInt8);
@@ -226,7 +226,7 @@ Result<std::unique_ptr<PackedLinear>> pack_sparse24_int8(const QuantizedSparse24
     return Error("int8 sparse24 weight: expected I8 values, got " + std::string(dtype_name(w.dtype())));
   }
   NMKIT_TRY(check_shape(w.rows(), w.K, "int8 sparse24 weight"));
-  auto packed = start(PackedKind::Sparse24, DType::I8, w.rows(), w.K, kLinearChunkInt8);
+  auto packed = start(WeightFormat::Sparse24, DType::I8, w.rows(), w.K, kLinearChunkInt8);
   NMKIT_TRY(check_int8(packed->K_x, "int8 sparse24 weight"));
   const int64_t chunks = packed->K_x / kLinearChunkInt8;
   const int64_t groups = w.K_pad() / 4;

@@ -15,7 +15,6 @@
 namespace nmkit::linear {
 namespace {
 
-using cpu::PackedKind;
 using cpu::PackedLinear;
 
 // --- Forms -------------------------------------------------------------------------------------
@@ -57,13 +56,29 @@ constexpr int64_t kTileTokens = 64;
 
 // From these token counts a call runs oneDNN's matmul on a dense copy of the weight in oneDNN's
 // prepacked layout (built by the first such call; for a sparse weight, its decompression): the
-// compute-bound regime, where oneDNN's register-blocked brgemm beats every nmkit kernel on this CPU.
-// Quiet (issue 12, 4096x4096): nmkit dense vs oneDNN f32 0.88x at 16 and 0.44x at 256, bf16 0.40x and
-// 0.23x, int8 0.70x at 256; nmkit 2:4 vs the best dense 1.35x (f32) and 1.23x (int8) at 16 but 0.74x,
-// 0.48x, 0.70x at 256; 6:8 0.41x at 256. At 1 token nmkit's kernels lead (dense f32 1.0x vs oneDNN
-// 0.49-0.56x, noisy), being bound by the bytes they stream.
-// Noisy, `nmkit bench linear --rows 4096 --k 4096` with nmkit's own kernels beside the oneDNN plan
-// (same-round ratio own / oneDNN route; < 1 means oneDNN wins): see kOnednn* below.
+// compute-bound regime, where oneDNN's register-blocked brgemm beats nmkit's kernels on this CPU.
+//   Quiet (issue 12, 4096x4096, vs the best dense kernel incl. oneDNN): nmkit dense f32 0.88x at 16
+//   and 0.44x at 256, bf16 0.40x and 0.23x, int8 0.70x at 256; 2:4 1.35x (f32) and 1.23x (int8) at
+//   16 but 0.74x (f32), 0.48x (bf16), 0.70x (int8) at 256; 6:8 0.41x at 256; bf16 2:4 0.70x at 16.
+//   Token lanes ran 1.8x nmkit dense f32 at 16-256, so ~0.8x oneDNN once compute-bound.
+//   Noisy (`nmkit bench linear --rows 4096 --k 4096 --own-kernels --no-baselines --m 1,2,4,...,256`
+//   with every threshold at 1, so both routes ran in the same rounds; times in ms, own / oneDNN):
+//     dense f32     M=1 19/27, 2 46/44, 4 65/53, 8 108/72, 16 106/54, 64 244/176, 256 1094/727
+//     dense bf16    M=1 35/53, 2 32/52, 4 44/48, 8 41/32, 16 120/74, 64 325/230 (f32 copy)
+//     2:4 f32       M=4 55/44, 8 74/76, 16 60/72, 32 91/135, 64 141/170, 128 322/405, 256 682/777
+//     2:4 bf16      M=4 22/48, 8 53/32, 16 76/66, 32 93/158, 64 162/227, 128 316/371 (f32 copy)
+//     2:4 bf16 x    M=4 25/51, 8 11/27, 16 82/64, 32 100/95, 64 149/156, 128 307/233
+//     6:8 f32       M=1 19/44, 2 59/51, 4 70/63, 8 116/72, 16 72/75, 32 143/119, 64 248/195
+//     6:8 bf16      M=2 35/51, 4 51/35, 8 39/38, 16 96/84, 32 120/182, 64 320/220
+//     6:8 bf16 x    M=2 24/51, 4 33/44, 8 38/35, 16 95/56, 32 168/124, 64 195/144
+//   The noisy figures scatter by 2x between neighbours (the machine's memory bandwidth was ~3 GB/s,
+//   a tenth of its quiet value) and load hurts oneDNN's OpenMP barriers more than nmkit's pool, so
+//   where they disagree with the quiet ones (token lanes past 64) the quiet ones decide. INT8, noisy
+//   same-round own / oneDNN baseline (`nmkit bench linear --rows 4096 --k 4096`, ms): dense M=1
+//   0.6/13.6, 4 1.0/15.8, 8 18/32, 16 26/38, 32 32/40, 64 124/116, 128 125/148, 256 248/236; own 2:4
+//   int8 (tiles from 64) 96 at 64; oneDNN's int8 stays far behind for few tokens (41-73 ms at 1-8
+//   tokens with every threshold at 1). So INT8 moves at 64 (dense, slid's unslid codes) and 128
+//   (2:4), where the quiet ratios (0.70x at 256) say oneDNN leads. Re-measure with `--own-kernels`.
 // Thresholds per weight as the user built it (an nm weight packed slid counts as nm, whichever of
 // its forms a call reads), dtype and activation type.
 struct OnednnFrom {
@@ -73,10 +88,10 @@ struct OnednnFrom {
   int64_t slid_int8;
 };
 constexpr OnednnFrom kOnednnFrom{
-    /*dense_f32=*/4, /*dense_bf16=*/4, /*dense_bf16x=*/4, /*dense_int8=*/16,
-    /*sparse24_f32=*/128, /*sparse24_bf16=*/64, /*sparse24_bf16x=*/32, /*sparse24_int8=*/64,
-    /*nm_f32=*/32, /*nm_bf16=*/32, /*nm_bf16x=*/64,
-    /*slid_int8=*/16,
+    /*dense_f32=*/4, /*dense_bf16=*/4, /*dense_bf16x=*/4, /*dense_int8=*/64,
+    /*sparse24_f32=*/64, /*sparse24_bf16=*/64, /*sparse24_bf16x=*/16, /*sparse24_int8=*/128,
+    /*nm_f32=*/32, /*nm_bf16=*/32, /*nm_bf16x=*/8,
+    /*slid_int8=*/64,
 };
 
 // Tokens up to which a call is bound by the weight bytes it streams: f32 weights give 2M flops per 4
@@ -92,15 +107,15 @@ int64_t onednn_from(const PackedLinear& w) {
     return w.dtype == DType::BF16 ? (bf16x ? t.nm_bf16x : t.nm_bf16) : t.nm_f32;  // nm packed slid
   }
   switch (w.kind) {
-    case PackedKind::Dense:
+    case WeightFormat::Dense:
       if (w.dtype == DType::I8) return t.dense_int8;
       if (w.dtype == DType::BF16) return bf16x ? t.dense_bf16x : t.dense_bf16;
       return bf16x ? t.dense_bf16x : t.dense_f32;
-    case PackedKind::Sparse24:
+    case WeightFormat::Sparse24:
       if (w.dtype == DType::I8) return t.sparse24_int8;
       if (w.dtype == DType::BF16) return bf16x ? t.sparse24_bf16x : t.sparse24_bf16;
       return t.sparse24_f32;
-    case PackedKind::NM:
+    case WeightFormat::NM:
       if (w.dtype == DType::BF16) return bf16x ? t.nm_bf16x : t.nm_bf16;
       return t.nm_f32;
   }
@@ -135,21 +150,24 @@ LinearPlan plan_for(const LinearLayer& layer, int64_t M) {
     const int64_t from = int8 ? kUnslidInt8Tokens : w.bf16_x ? kUnslidNmTokensBf16x : kUnslidNmTokensF32x;
     if (M >= from) {
       plan.form = FormUsed::Unslid;
-      plan.kind = int8 ? PackedKind::Dense : PackedKind::NM;
+      plan.kind = int8 ? WeightFormat::Dense : WeightFormat::NM;
     }
   }
   plan.matmul = matmul_type(plan.dtype, w.bf16_x);
-  if (M >= onednn_from(w) &&
-      onednn_allowed(layer, plan.matmul)) {
+  if (M >= onednn_from(w) && onednn_allowed(layer, plan.matmul)) {
     plan.route = Route::Onednn;
+    if (w.slide) {  // oneDNN's dense copy comes from the unslid form (the slid one is over K_prime)
+      plan.form = FormUsed::Unslid;
+      plan.kind = w.dtype == DType::I8 ? WeightFormat::Dense : WeightFormat::NM;
+    }
     return plan;
   }
   const bool bf16_pairs = w.bf16_x && plan.dtype == DType::BF16;
   switch (plan.kind) {
-    case PackedKind::Dense:
+    case WeightFormat::Dense:
       plan.route = plan.dtype == DType::BF16 && M >= kTileTokens ? Route::Tiles : Route::Rows;
       break;
-    case PackedKind::Sparse24:
+    case WeightFormat::Sparse24:
       if (plan.dtype == DType::I8) {
         plan.route = !w.slide && M >= kTileTokens && kernels.sparse24_i8_tile != nullptr ? Route::Tiles : Route::Rows;
       } else if (bf16_pairs && kernels.sparse24_bf16x != nullptr) {
@@ -161,7 +179,7 @@ LinearPlan plan_for(const LinearLayer& layer, int64_t M) {
         plan.route = Route::Rows;
       }
       break;
-    case PackedKind::NM: {
+    case WeightFormat::NM: {
       const cpu::LinearFn slabs = bf16_pairs ? kernels.nm_bf16x_slabs
                                   : plan.dtype == DType::F32 ? kernels.nm_f32_slabs
                                                              : kernels.nm_bf16_slabs;
@@ -196,9 +214,9 @@ std::string plan_name(const PackedLinear& w, const LinearPlan& plan) {
     if (plan.form == FormUsed::Own) how = " as slid";
   } else {
     switch (w.kind) {
-      case PackedKind::Dense: form = "dense"; break;
-      case PackedKind::Sparse24: form = w.slide ? "slid" + w.slide->pattern.str() : "sparse24"; break;
-      case PackedKind::NM: form = "nm" + w.pattern.str(); break;
+      case WeightFormat::Dense: form = "dense"; break;
+      case WeightFormat::Sparse24: form = w.slide ? "slid" + w.slide->pattern.str() : "sparse24"; break;
+      case WeightFormat::NM: form = "nm" + w.pattern.str(); break;
     }
     if (plan.form == FormUsed::Unslid) how = " as dense";
   }

@@ -45,7 +45,7 @@ enum class Route {
 
 struct LinearPlan {
   FormUsed form = FormUsed::Own;
-  cpu::PackedKind kind = cpu::PackedKind::Dense;  // of the form read (Onednn: of its source)
+  WeightFormat kind = WeightFormat::Dense;  // of the form read (Onednn: of its source)
   DType dtype = DType::F32;
   Route route = Route::Rows;
   MatmulType matmul = MatmulType::F32;  // Route::Onednn only

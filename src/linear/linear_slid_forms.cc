@@ -12,21 +12,6 @@
 namespace nmkit::cpu {
 namespace {
 
-// Tokens from which a slid INT8 weight runs its unslid dense codes instead of the 2:4 kernel over
-// K_prime. That kernel executes (N-1)/N of the dense products but gathers the activations once per
-// token (vpermt2b), which costs about what the VNNI it saves does, over K_prime = 1.5 K for 6:8.
-// Measured on 4096x4096 6:8, 2 threads, median of same-process ratios to dense int8: slid 0.97-0.99x
-// at 2-4 tokens (unslid 1.00-1.05x), 0.87x at 8 (0.96x), 0.75x at 16 (1.01x), 0.59x at 256 (0.99x).
-constexpr int64_t kUnslidTokens = 8;
-
-// Tokens from which an nm weight packed slid runs its nm pack. Measured on 4096x4096 6:8 (2 threads,
-// median of same-process ratios to nmkit dense): f32 activations slid 1.35x / nm 1.25x at 1 token,
-// 1.23x / 0.92x at 16, 1.21x / 0.90x at 32, 0.92x / 0.94x at 64, 0.91x / 0.97x at 256; bf16
-// activations (vdpbf16ps) slid 0.97-1.19x / nm 0.69-0.87x at 1 token, 1.15x / 1.12x at 16,
-// 1.07x / 1.20x at 32, 1.14x / 1.49x at 64.
-constexpr int64_t kNmTokensF32x = 64;
-constexpr int64_t kNmTokensBf16x = 32;
-
 // Row r of row block b's dense tile (decompress_block) at column j: chunks of 4 rows x `chunk`.
 template <class T>
 T tile_at(const std::vector<T>& tile, int64_t r, int64_t j, int64_t chunk) {
@@ -101,12 +86,6 @@ Result<std::unique_ptr<PackedLinear>> pack_nm_as_slid(const NMPacked& weight) {
   w.pattern = weight.pattern;
   for (int64_t source : lift_index_map(slid->geometry)) w.lift_source.push_back(static_cast<int32_t>(source));
   return packed;
-}
-
-int64_t many_tokens_from(const PackedLinear& w) {
-  if (!w.slide) return 0;
-  if (w.dtype == DType::I8) return kUnslidTokens;
-  return w.bf16_x ? kNmTokensBf16x : kNmTokensF32x;
 }
 
 const PackedLinear& many_tokens_form(const PackedLinear& w) {

@@ -1,8 +1,8 @@
 // Slid weights on the CPU: which form a call runs and the forms built for it (design.md 5 and 8).
 // A SlideSparse weight exists for 2:4 sparse units; a CPU has none, so nmkit runs the slid 2:4 form
-// only where it is the fastest: for INT8 (`SparseLinear::slid`) below kUnslidTokens, and for an nm
-// keep:2N f32/bf16 weight with keep = 2N-2 (which `SparseLinear::nm` packs slid on AVX-512) below
-// many_tokens_from(); larger calls run the unslid form, built on first use.
+// only where it is the fastest, for few tokens: for INT8 (`SparseLinear::slid`), and for an nm keep:2N
+// f32/bf16 weight with keep = 2N-2 (which `SparseLinear::nm` packs slid on AVX-512); larger calls run
+// the unslid form, built on first use (the plan, src/linear/linear_plan.cc, says from how many tokens).
 #pragma once
 
 #include <cstdint>
@@ -21,9 +21,6 @@ bool nm_runs_slid(Pattern pattern, IsaTier tier);
 // An nm keep:2N weight (keep = 2N-2) slid onto 2:4 windows and packed as sparse24 over K_prime,
 // with its lifting map; kind Sparse24, `pattern` the nm pattern, K the nm weight's K.
 Result<std::unique_ptr<PackedLinear>> pack_nm_as_slid(const NMPacked& weight);
-
-// Tokens from which a slid weight's calls run many_tokens_form() (0: never, not slid).
-int64_t many_tokens_from(const PackedLinear& w);
 
 // The unslid form of a slid weight, built by the first call that asks (thread-safe): INT8 codes
 // folded back onto K and packed dense (the same integer sums, bit for bit), or the nm pack of an nm

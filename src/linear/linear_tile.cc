@@ -30,10 +30,10 @@ float to_f32(const PackedLinear& w, const std::byte* values, int64_t i) {
 }  // namespace
 
 void decompress_block(const PackedLinear& w, int64_t b, void* tile) {
-  if (w.kind != PackedKind::Dense) std::memset(tile, 0, tile_bytes(w));
+  if (w.kind != WeightFormat::Dense) std::memset(tile, 0, tile_bytes(w));
   const std::byte* values = w.values.data.get();
   if (w.dtype == DType::I8) {
-    NMKIT_ASSERT(w.kind == PackedKind::Sparse24);
+    NMKIT_ASSERT(w.kind == WeightFormat::Sparse24);
     const int64_t chunks = w.K_x / kLinearChunkInt8;
     auto* out = static_cast<int8_t*>(tile);
     const auto* v = w.values.as<int8_t>();
@@ -52,14 +52,14 @@ void decompress_block(const PackedLinear& w, int64_t b, void* tile) {
   auto* out = static_cast<float*>(tile);
   const int64_t chunks = w.K_x / kLinearChunk;
   switch (w.kind) {
-    case PackedKind::Dense: {  // bf16 widened once instead of once per group of tokens
+    case WeightFormat::Dense: {  // bf16 widened once instead of once per group of tokens
       NMKIT_ASSERT(w.dtype == DType::BF16);
       const uint16_t* src = w.values.as<uint16_t>() + b * chunks * kLinearRowBlock * kLinearChunk;
       auto* dst = static_cast<uint32_t*>(tile);
       for (int64_t i = 0; i < chunks * kLinearRowBlock * kLinearChunk; ++i) dst[i] = uint32_t{src[i]} << 16;
       return;
     }
-    case PackedKind::Sparse24: {
+    case WeightFormat::Sparse24: {
       const auto* meta = w.meta.as<uint32_t>();
       for (int64_t c = 0; c < chunks; ++c) {
         for (int r = 0; r < kLinearRowBlock; ++r) {
@@ -70,7 +70,7 @@ void decompress_block(const PackedLinear& w, int64_t b, void* tile) {
       }
       return;
     }
-    case PackedKind::NM: {
+    case WeightFormat::NM: {
       const auto* mask = w.meta.as<uint8_t>();
       const int64_t superchunks = w.K_x / w.superchunk;
       for (int64_t c = 0; c < superchunks; ++c) {
@@ -91,19 +91,19 @@ void decompress_block(const PackedLinear& w, int64_t b, void* tile) {
   }
 }
 
-LinearFn linear_kernel_for(const LinearKernels& kernels, PackedKind kind, DType dtype) {
+LinearFn linear_kernel_for(const LinearKernels& kernels, WeightFormat kind, DType dtype) {
   switch (kind) {
-    case PackedKind::Dense:
+    case WeightFormat::Dense:
       if (dtype == DType::F32) return kernels.dense_f32;
       if (dtype == DType::BF16) return kernels.dense_bf16;
       if (dtype == DType::I8) return kernels.dense_i8;
       return nullptr;
-    case PackedKind::Sparse24:
+    case WeightFormat::Sparse24:
       if (dtype == DType::F32) return kernels.sparse24_f32;
       if (dtype == DType::BF16) return kernels.sparse24_bf16;
       if (dtype == DType::I8) return kernels.sparse24_i8;
       return nullptr;
-    case PackedKind::NM:
+    case WeightFormat::NM:
       if (dtype == DType::F32) return kernels.nm_f32;
       if (dtype == DType::BF16) return kernels.nm_bf16;
       return nullptr;

@@ -21,7 +21,6 @@
 
 namespace nmkit {
 
-using cpu::PackedKind;
 using cpu::PackedLinear;
 using linear::LinearLayer;
 using linear::LinearPlan;
@@ -150,7 +149,7 @@ void run_tiles(const cpu::LinearKernels& kernels, const cpu::LinearCall& call) {
   const PackedLinear& w = *call.w;
   const cpu::LinearFn dense = w.dtype == DType::I8 ? kernels.dense_i8 : kernels.dense_f32;
   const size_t bytes = cpu::tile_bytes(w);
-  const cpu::TileFn nm_tile = w.kind != PackedKind::NM ? nullptr
+  const cpu::TileFn nm_tile = w.kind != WeightFormat::NM ? nullptr
                               : w.dtype == DType::F32 ? kernels.nm_tile_f32
                                                       : kernels.nm_tile_bf16;
   parallel_for(w.row_blocks, 1, [&](int64_t begin, int64_t end) {
@@ -249,7 +248,7 @@ Result<std::unique_ptr<linear::OnednnMatmul>> build_matmul(const PackedLinear& s
   parallel_for(source.row_blocks, 1, [&](int64_t begin, int64_t end) {
     std::vector<std::byte> tile(cpu::tile_bytes(source));
     for (int64_t b = begin; b < end; ++b) {
-      if (source.kind == PackedKind::Dense && source.dtype != DType::BF16) {  // already the tile layout
+      if (source.kind == WeightFormat::Dense && source.dtype != DType::BF16) {  // already the tile layout
         std::memcpy(tile.data(), source.values.data.get() + static_cast<size_t>(b) * tile.size(), tile.size());
       } else {
         cpu::decompress_block(source, b, tile.data());
@@ -401,18 +400,18 @@ bool nm_packed_slid(const PackedLinear& w) { return w.slide && w.dtype != DType:
 
 }  // namespace
 
-LinearWeight SparseLinear::weight_kind() const {
-  if (nm_packed_slid(*layer_->packed)) return LinearWeight::NM;
+WeightFormat SparseLinear::weight_format() const {
+  if (nm_packed_slid(*layer_->packed)) return WeightFormat::NM;
   switch (layer_->packed->kind) {
-    case PackedKind::Dense: return LinearWeight::Dense;
-    case PackedKind::Sparse24: return LinearWeight::Sparse24;
-    case PackedKind::NM: return LinearWeight::NM;
+    case WeightFormat::Dense: return WeightFormat::Dense;
+    case WeightFormat::Sparse24: return WeightFormat::Sparse24;
+    case WeightFormat::NM: return WeightFormat::NM;
   }
-  return LinearWeight::Dense;
+  return WeightFormat::Dense;
 }
 
 Pattern SparseLinear::pattern() const {
-  if (layer_->packed->kind == PackedKind::NM || nm_packed_slid(*layer_->packed)) return layer_->packed->pattern;
+  if (layer_->packed->kind == WeightFormat::NM || nm_packed_slid(*layer_->packed)) return layer_->packed->pattern;
   return Pattern{2, 4};
 }
 
@@ -441,9 +440,9 @@ double SparseLinear::mac_ratio() const {
   const PackedLinear& w = *layer_->packed;
   if (w.slide) return w.slide->ideal_speedup();
   switch (w.kind) {
-    case PackedKind::Dense: return 1.0;
-    case PackedKind::Sparse24: return 2.0;
-    case PackedKind::NM: return static_cast<double>(w.pattern.group) / w.pattern.keep;
+    case WeightFormat::Dense: return 1.0;
+    case WeightFormat::Sparse24: return 2.0;
+    case WeightFormat::NM: return static_cast<double>(w.pattern.group) / w.pattern.keep;
   }
   return 1.0;
 }

@@ -353,7 +353,7 @@ size_t linear_storage_bytes(int64_t rows, int64_t K, DType weights, LinearFormat
     }
     case LinearFormat::Slid: {
       auto g = SlideGeometry::make(*pattern, K);
-      const int64_t Kp = g.ok() ? g->K_prime : K;
+      const int64_t Kp = g.ok() ? g->K_prime() : K;
       bytes = r * (static_cast<double>(Kp / 2) + static_cast<double>(Kp / 8));  // int8 values + 2-bit indices
       break;
     }

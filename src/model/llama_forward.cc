@@ -82,7 +82,15 @@ Status call_hook(const LinearHook* hook, const std::vector<std::string>& names, 
   return (*hook)(LinearInput{names, x, n, K});
 }
 
-Status run_block(const LlamaModel::Impl& m, const Block& block, Scratch& s, int64_t n, const Positions& at,
+// Runs linear group g of a block; an Error (a non-finite activation, say: docs/design.md section 8)
+// names the block and the linear, so a user can tell which layer overflowed.
+Status apply_group(const Block& block, int64_t b, int g, const float* x, int64_t n, float* y) {
+  Status s = block.linears[static_cast<size_t>(g)]->apply(x, n, y);
+  if (!s.ok()) return s.error().with_context("blk." + std::to_string(b) + "." + kGroups[g].label + ": ");
+  return s;
+}
+
+Status run_block(const LlamaModel::Impl& m, const Block& block, int64_t b, Scratch& s, int64_t n, const Positions& at,
                  const KvLayer& kv, const LinearHook* hook) {
   static const std::vector<std::string> kQkvNames = {"attn_q", "attn_k", "attn_v"};
   static const std::vector<std::string> kOutputNames = {"attn_output"};
@@ -96,7 +104,7 @@ Status run_block(const LlamaModel::Impl& m, const Block& block, Scratch& s, int6
   // Attention.
   norm_rows(x, block.attn_norm, n, d, p.rms_eps, s.xn.data());
   NMKIT_TRY(call_hook(hook, kQkvNames, s.xn.data(), n, d));
-  NMKIT_TRY(block.linears[kGroupQkv]->apply(s.xn.data(), n, s.qkv.data()));
+  NMKIT_TRY(apply_group(block, b, kGroupQkv, s.xn.data(), n, s.qkv.data()));
   for_tokens(n, 4 * qkv_width, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       float* row = s.qkv.data() + i * qkv_width;
@@ -144,13 +152,13 @@ Status run_block(const LlamaModel::Impl& m, const Block& block, Scratch& s, int6
   if (tasks <= grain) attend_tasks(0, tasks);
   else parallel_for(tasks, grain, attend_tasks);
   NMKIT_TRY(call_hook(hook, kOutputNames, s.att.data(), n, nh * hd));
-  NMKIT_TRY(block.linears[kGroupOutput]->apply(s.att.data(), n, s.tmp.data()));
+  NMKIT_TRY(apply_group(block, b, kGroupOutput, s.att.data(), n, s.tmp.data()));
   for_tokens(n, d, [&](int64_t i0, int64_t i1) { add_rows(x + i0 * d, s.tmp.data() + i0 * d, (i1 - i0) * d); });
 
   // SwiGLU MLP.
   norm_rows(x, block.ffn_norm, n, d, p.rms_eps, s.xn.data());
   NMKIT_TRY(call_hook(hook, kGateUpNames, s.xn.data(), n, d));
-  NMKIT_TRY(block.linears[kGroupGateUp]->apply(s.xn.data(), n, s.gate_up.data()));
+  NMKIT_TRY(apply_group(block, b, kGroupGateUp, s.xn.data(), n, s.gate_up.data()));
   const int64_t ff = p.n_ff;
   for_tokens(n, 16 * ff, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
@@ -159,7 +167,7 @@ Status run_block(const LlamaModel::Impl& m, const Block& block, Scratch& s, int6
     }
   });
   NMKIT_TRY(call_hook(hook, kDownNames, s.act.data(), n, ff));
-  NMKIT_TRY(block.linears[kGroupDown]->apply(s.act.data(), n, s.tmp.data()));
+  NMKIT_TRY(apply_group(block, b, kGroupDown, s.act.data(), n, s.tmp.data()));
   for_tokens(n, d, [&](int64_t i0, int64_t i1) { add_rows(x + i0 * d, s.tmp.data() + i0 * d, (i1 - i0) * d); });
   return ok_status();
 }
@@ -238,7 +246,7 @@ Status LlamaModel::forward(LlamaSession& session, const int32_t* tokens, int64_t
   model::compute_angles(p, n, at, s);
   for (int64_t b = 0; b < p.n_layer; ++b) {
     const model::KvLayer kv{st.k.data() + b * st.layer_floats(), st.v.data() + b * st.layer_floats(), st.n_ctx};
-    NMKIT_TRY(model::run_block(*impl_, impl_->blocks[static_cast<size_t>(b)], s, n, at, kv, nullptr));
+    NMKIT_TRY(model::run_block(*impl_, impl_->blocks[static_cast<size_t>(b)], b, s, n, at, kv, nullptr));
   }
   st.pos += n;
   const int64_t rows = n - logits_from;
@@ -274,7 +282,7 @@ Status LlamaModel::run_block(int64_t b, float* hidden, int64_t n_seq, int64_t se
   const size_t floats = static_cast<size_t>(p.n_head_kv * p.head_dim() * n);
   std::vector<float> k(floats), v(floats);
   const model::KvLayer kv{k.data(), v.data(), n};
-  NMKIT_TRY(model::run_block(*impl_, impl_->blocks[static_cast<size_t>(b)], s, n, at, kv, &hook));
+  NMKIT_TRY(model::run_block(*impl_, impl_->blocks[static_cast<size_t>(b)], b, s, n, at, kv, &hook));
   std::memcpy(hidden, s.x.data(), static_cast<size_t>(n * d) * sizeof(float));
   return ok_status();
 }

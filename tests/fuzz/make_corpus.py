@@ -86,6 +86,53 @@ def pack_nm(rows, keep, group):
     return f32(values), mask
 
 
+def gguf_string(text):
+    data = text if isinstance(text, bytes) else text.encode()
+    return struct.pack("<Q", len(data)) + data
+
+
+def gguf_value(kind, value):
+    """kind: 'u32' | 'i32' | 'f32' | 'bool' | 'str' | ('arr', elem_kind, [values])."""
+    codes = {"u8": 0, "i8": 1, "u32": 4, "i32": 5, "f32": 6, "bool": 7, "str": 8, "arr": 9, "u64": 10}
+    if isinstance(kind, tuple):
+        _, elem, values = kind
+        body = struct.pack("<IQ", codes[elem if isinstance(elem, str) else "arr"], len(values))
+        for v in values:
+            body += gguf_value(elem, v)[4:]
+        return struct.pack("<I", 9) + body
+    packs = {"u8": "<B", "i8": "<b", "u32": "<I", "i32": "<i", "f32": "<f", "bool": "<?", "u64": "<Q"}
+    if kind == "str":
+        return struct.pack("<I", 8) + gguf_string(value)
+    return struct.pack("<I", codes[kind]) + struct.pack(packs[kind], value)
+
+
+def gguf(kvs, tensors, alignment=32, version=3):
+    """kvs: [(key, kind, value)]; tensors: [(name, ne list, ggml type, data bytes)]."""
+    out = b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(kvs))
+    for key, kind, value in kvs:
+        out += gguf_string(key) + gguf_value(kind, value)
+    offset, data = 0, b""
+    for name, ne, ggml_type, blob in tensors:
+        out += gguf_string(name) + struct.pack("<I", len(ne)) + b"".join(struct.pack("<Q", d) for d in ne)
+        out += struct.pack("<IQ", ggml_type, offset)
+        data += blob + b"\0" * ((-len(blob)) % alignment)
+        offset = len(data)
+    return out + b"\0" * ((-len(out)) % alignment) + data
+
+
+def byte_char(b):
+    """GPT-2's bytes_to_unicode for one byte."""
+    nxt, cp = 256, None
+    for x in range(256):
+        printable = 0x21 <= x <= 0x7E or 0xA1 <= x <= 0xAC or x >= 0xAE
+        c = x if printable else nxt
+        if not printable:
+            nxt += 1
+        if x == b:
+            cp = c
+    return chr(cp)
+
+
 def write(target, kind, name, data):
     path = os.path.join(HERE, "corpus", target, kind, name)
     with open(path, "wb") as f:
@@ -93,7 +140,8 @@ def write(target, kind, name, data):
 
 
 def main():
-    for target in ("fuzz_safetensors_header", "fuzz_checkpoint_record", "fuzz_stored_weights"):
+    for target in ("fuzz_safetensors_header", "fuzz_checkpoint_record", "fuzz_stored_weights", "fuzz_gguf",
+                   "fuzz_tokenizer"):
         for kind in ("seed", "regression"):
             d = os.path.join(HERE, "corpus", target, kind)
             shutil.rmtree(d, ignore_errors=True)
@@ -215,6 +263,76 @@ def main():
     }
     for name, text in record_regressions.items():
         write("fuzz_checkpoint_record", "regression", name, text)
+
+    # --- GGUF files (ne in ggml order: ne[0] is the contiguous dimension)
+    F32, F16, Q8_0 = 0, 1, 8
+    tokens = [byte_char(b) for b in range(256)] + ["he", "ll", "hell", "<|im_end|>"]
+    vocab_kvs = [("general.architecture", "str", "llama"), ("tokenizer.ggml.model", "str", "gpt2"),
+                 ("tokenizer.ggml.pre", "str", "smollm"), ("tokenizer.ggml.tokens", ("arr", "str", tokens), None),
+                 ("tokenizer.ggml.merges", ("arr", "str", ["h e", "l l", "he ll"]), None),
+                 ("tokenizer.ggml.token_type", ("arr", "i32", [1] * 259 + [3]), None),
+                 ("tokenizer.ggml.eos_token_id", "u32", 259)]
+    q8_block = struct.pack("<e", 0.5) + bytes(range(32))  # one Q8_0 block: f16 scale, 32 int8
+    gguf_seeds = {
+        "tensors.gguf": gguf([("general.architecture", "str", "llama"), ("general.alignment", "u32", 32)],
+                             [("w", [4, 2], F32, f32(range(8))), ("h", [3], F16, struct.pack("<3e", 1, -2, 0.5)),
+                              ("q", [32, 1], Q8_0, q8_block)]),
+        "vocab.gguf": gguf([(k, kind if v is None else kind, v) if not isinstance(kind, tuple) else (k, kind, None)
+                            for k, kind, v in vocab_kvs], []),
+    }
+    for name, data in gguf_seeds.items():
+        write("fuzz_gguf", "seed", name, data)
+    nested = ("arr", "i32", [1])
+    for _ in range(9):
+        nested = ("arr", nested, [nested[2]])
+    gguf_regressions = {
+        "w2_2p32_2p31_0.gguf": gguf([], [("w", [0, 2 ** 31, 2 ** 32], F32, b"")]),
+        "c1_2p48_by_0.gguf": gguf([], [("w", [0, 2 ** 48], F32, b"")]),
+        "ne_2p63.gguf": gguf([], [("w", [2 ** 32, 2 ** 31], F32, b"")]),
+        "c2_50k_name.gguf": gguf([], [("a" * 50000, [4], F32, f32([1, 2, 3, 4]))]),
+        "key_50k.gguf": gguf([("k" * 50000, "u32", 1)], []),
+        "array_depth_10.gguf": b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + gguf_string("deep") + gguf_value(nested, None),
+        "n_kv_2p63.gguf": b"GGUF" + struct.pack("<IQQ", 3, 0, 2 ** 63),
+        "n_tensors_2p40.gguf": b"GGUF" + struct.pack("<IQQ", 3, 2 ** 40, 0),
+        "string_len_2p63.gguf": b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 2 ** 63) + b"k",
+        "array_count_2p40.gguf": b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + gguf_string("a") +
+                                 struct.pack("<IIQ", 9, 4, 2 ** 40),
+        "n_dims_5.gguf": gguf([], [("w", [1, 1, 1, 1, 1], F32, f32([1]))]),
+        "alignment_0.gguf": gguf([("general.alignment", "u32", 0)], [("w", [1], F32, f32([1]))]),
+        "alignment_3.gguf": gguf([("general.alignment", "u32", 3)], [("w", [1], F32, f32([1]))]),
+        "unknown_ggml_type.gguf": gguf([], [("w", [1], 99, f32([1]))]),
+        "offset_past_file.gguf": gguf([], [("w", [1024], F32, f32([1]))]),
+        "version_1.gguf": gguf([], [], version=1),
+        "control_chars_name.gguf": gguf([], [("w\n\x1b[31m", [1], F32, f32([1]))]),
+        "empty_name.gguf": gguf([], [("", [1], F32, f32([1]))]),
+        "vocab_merge_unknown_token.gguf": gguf(
+            [(k, kind, v) for k, kind, v in vocab_kvs if k != "tokenizer.ggml.merges"] +
+            [("tokenizer.ggml.merges", ("arr", "str", ["x y"]), None)], []),
+        "vocab_eos_out_of_range.gguf": gguf(
+            [(k, kind, v) for k, kind, v in vocab_kvs if k != "tokenizer.ggml.eos_token_id"] +
+            [("tokenizer.ggml.eos_token_id", "u32", 2 ** 31)], []),
+    }
+    for name, data in gguf_regressions.items():
+        write("fuzz_gguf", "regression", name, data)
+
+    # --- tokenizer text: byte 0 picks the pre-tokenizer (low bits) and parse_special (bit 7)
+    texts = {
+        "hello_world.txt": b"\x00hello world 12345",
+        "chat_special.txt": b"\x81<|im_start|>user\nhi<|im_end|>\n",
+        "unicode.txt": "\x02 naïve café 日本語 🙂 \t\r\n  x".encode(),
+        "digits.txt": b"\x01" + b"1234567890" * 4,
+    }
+    for name, data in texts.items():
+        write("fuzz_tokenizer", "seed", name, data)
+    token_regressions = {
+        "c2_50k_word.txt": b"\x00" + b"a" * 50000,
+        "invalid_utf8.txt": b"\x00\xff\xfe\xc3\x28\xe2\x82",
+        "nul_bytes.txt": b"\x80\x00\x00<|im_end|\x00",
+        "many_spaces.txt": b"\x03" + b" " * 20000,
+        "unfinished_special.txt": b"\x81<|im_start" * 100,
+    }
+    for name, data in token_regressions.items():
+        write("fuzz_tokenizer", "regression", name, data)
     return 0
 
 

@@ -108,6 +108,38 @@ TEST(GgufWrite, HeaderBytesAndAlignment) {
   EXPECT_EQ(bytes.size(), file->data_offset() + 128);
 }
 
+TEST(GgufWrite, QuantizedTensorsCopiedUnchanged) {
+  test::TempDir dir;
+  // A Q8_0 tensor of 2 rows x 64 (4 blocks of 34 bytes): d = 0.25, q = block index * 10 + lane - 16.
+  std::vector<std::byte> blocks(4 * 34);
+  for (int b = 0; b < 4; ++b) {
+    const uint16_t d = 0x3400;  // f16 0.25
+    std::memcpy(&blocks[static_cast<size_t>(b) * 34], &d, 2);
+    for (int j = 0; j < 32; ++j) blocks[static_cast<size_t>(b) * 34 + 2 + static_cast<size_t>(j)] = static_cast<std::byte>(static_cast<int8_t>(b * 10 + j - 16));
+  }
+  GgufOutputTensor q{"q", GgmlType::Q8_0, {2, 64}, [&](std::byte* dst) {
+                       std::memcpy(dst, blocks.data(), blocks.size());
+                       return ok_status();
+                     }};
+  const std::string first = dir.file("first.gguf"), second = dir.file("second.gguf");
+  ASSERT_TRUE(write_gguf(first, {}, std::vector<GgufOutputTensor>{q}).ok());
+  auto file = GgufFile::open(first);
+  ASSERT_TRUE(file.ok()) << file.error().message();
+  ASSERT_EQ(file->tensors()[0].type, GgmlType::Q8_0);
+  EXPECT_EQ(file->tensors()[0].ne, (std::vector<int64_t>{64, 2}));
+  auto values = file->dequantize("q");
+  ASSERT_TRUE(values.ok());
+  for (int i = 0; i < 128; ++i) EXPECT_EQ(values->as<float>()[i], 0.25f * static_cast<float>((i / 32) * 10 + i % 32 - 16)) << i;
+  // copy_of: the same bytes again, so the same file.
+  ASSERT_TRUE(write_gguf(second, file->metadata(), std::vector<GgufOutputTensor>{GgufOutputTensor::copy_of(*file, file->tensors()[0])}).ok());
+  EXPECT_EQ(test::read_bytes(first), test::read_bytes(second));
+  // A row that is not whole blocks is refused.
+  q.shape = {2, 48};
+  const Status bad = write_gguf(dir.file("bad.gguf"), {}, std::vector<GgufOutputTensor>{q});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("Q8_0's block of 32"), std::string::npos) << bad.error().message();
+}
+
 class GgufWriteError : public ::testing::Test {
  protected:
   std::string write_error(const std::vector<OutputTensor>& tensors, const std::vector<GgufKeyValue>& kvs = {}) {

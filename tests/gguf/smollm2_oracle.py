@@ -5,7 +5,8 @@ norms; fetched by scripts/fetch_model.sh) against the PyPI gguf package (docs/de
 nmkit's test driver dequantizes the embedding, every tensor of blocks 0 and 29 and the output norm
 and writes them with write_gguf (F32) and the file's full metadata (49152-token vocabulary
 included); the values must equal gguf.quants.dequantize bit for bit, and gguf.GGUFReader must read
-the metadata back byte for byte. Prints "SKIP: reason" (and CTest reports the test skipped) when the
+the metadata back byte for byte. A copy written with every tensor's stored bytes unchanged must
+read back the same and be byte-identical to the original file. Prints "SKIP: reason" (and CTest reports the test skipped) when the
 model cannot be fetched.
 """
 import argparse
@@ -64,6 +65,31 @@ def main():
                 failures.append(f"{t.name} ({s.tensor_type.name}): {bad.size} of {want.size} values differ, "
                                 f"first at {i}: nmkit {got.reshape(-1)[i]!r} gguf {want.reshape(-1)[i]!r}")
         print(f"{len(names)} tensors of types {sorted(types)} compared")
+
+        # A copy with every tensor's stored bytes unchanged (Q4_1 and Q8_0 kept quantized): the
+        # gguf reader must see the same metadata, tensors, types, shapes and bytes.
+        copy_path = os.path.join(tmp, "copy.gguf")
+        run = subprocess.run([args.tool, "copy", model, copy_path], capture_output=True, text=True)
+        if run.returncode != 0:
+            failures.append(f"gguf_tool copy: {run.stderr.strip()}")
+        else:
+            copy = gguf.GGUFReader(copy_path)
+            if [(t.name, t.tensor_type, list(t.shape)) for t in copy.tensors] != \
+               [(t.name, t.tensor_type, list(t.shape)) for t in src.tensors]:
+                failures.append("copy: tensor names, types or shapes differ")
+            for a, b in zip(src.tensors, copy.tensors):
+                if bytes(a.data) != bytes(b.data):
+                    failures.append(f"copy: {a.name}: bytes differ")
+            copy_fields = [(k, [bytes(p) for p in f.parts[2:]]) for k, f in copy.fields.items() if not k.startswith("GGUF.")]
+            if copy_fields != [(k, [bytes(p) for p in f.parts[2:]]) for k, f in src_fields]:
+                failures.append("copy: metadata differs")
+            with open(model, "rb") as f1, open(copy_path, "rb") as f2:
+                identical = f1.read() == f2.read()
+            # The original was written by llama.cpp's gguf writer; nmkit's layout (order, padding,
+            # alignment) is the same, so the copy is the same file.
+            if not identical:
+                failures.append("copy: not byte-identical to the original file")
+            print(f"copy of {len(copy.tensors)} tensors read back; byte-identical to the original file: {identical}")
     for f in failures[:20]:
         print("FAIL:", f)
     if failures:

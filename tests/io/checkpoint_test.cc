@@ -118,7 +118,7 @@ TEST(Checkpoint, RecordsRoundTrip) {
       r.format = format;
       r.pattern = Pattern{2, 4};
       r.dtype = DType::BF16;
-      r.shape = {7, expected.K_prime()};
+      r.shape = {7, expected.K_prime};
       r.slide = *g;
       records.push_back(r);
     }

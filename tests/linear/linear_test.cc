@@ -241,7 +241,7 @@ TEST(Linear, ReportsBytesAndRatios) {
   auto nm_layer = SparseLinear::nm(*nm);
   ASSERT_TRUE(nm_layer.ok());
   EXPECT_NE(nm_layer->kernel_name().find("nm6:8 bf16"), std::string::npos) << nm_layer->kernel_name();
-  EXPECT_EQ(nm_layer->weight_kind(), LinearWeight::NM);
+  EXPECT_EQ(nm_layer->weight_format(), WeightFormat::NM);
   EXPECT_EQ(nm_layer->pattern().str(), "6:8");
   EXPECT_DOUBLE_EQ(nm_layer->mac_ratio(), 8.0 / 6.0);
   // The form follows from the tier (linear.h): slid on AVX-512, the bitmask below it.
@@ -284,7 +284,7 @@ TEST(Linear, NMSlidFormsAgreeAndFollowTheBias) {
     if (with_bias) {
       ASSERT_TRUE(layer->set_bias(Tensor::from_f32(bias, {rows}).view()).ok());
     }
-    for (int64_t M : {int64_t{3}, int64_t{100}}) {
+    for (int64_t M : {int64_t{3}, int64_t{12}, int64_t{40}, int64_t{100}}) {  // each route of the plan
       const Tensor x = random_tensor(DType::F32, {M, K}, 517 + static_cast<uint64_t>(M));
       auto ref = ref_sparse_matmul(*packed, x.view());
       ASSERT_TRUE(ref.ok());

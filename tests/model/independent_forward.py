@@ -223,8 +223,21 @@ def main():
             keep, group = map(int, pattern.split(":"))
             pruned = map_linears(back, lambda w: prune_magnitude(w, keep, group))
             ref_p = forward(pruned, p, tokens)
-            masked, kernel = run(args.tool, st_path, tokens, out, "--pattern", pattern)
+            saved = os.path.join(tmp, f"pruned{keep}_{group}.gguf")
+            masked, kernel = run(args.tool, st_path, tokens, out, "--pattern", pattern, "--save", saved)
             ok &= check(f"{pattern} dense-masked f32 vs numpy", masked, ref_p, bound)
+            # The saved model: gguf's reader finds the numpy-pruned weights bit for bit, in GGUF order,
+            # with the metadata kept; nmkit runs it to the same logits.
+            back_saved = read_gguf(saved)
+            same = (list(back_saved) == list(t) and
+                    all(np.array_equal(back_saved[k], pruned[k]) for k in t))
+            import gguf
+            fields = gguf.GGUFReader(saved).fields
+            same &= fields["llama.block_count"].contents() == p["n_layer"]
+            print(f"{'ok' if same else 'FAIL':4} {pattern} saved GGUF: weights equal numpy's pruning, metadata kept")
+            ok &= same
+            from_saved, _ = run(args.tool, saved, tokens, out)
+            ok &= check(f"{pattern} saved GGUF run vs pruned on load", from_saved, masked.astype(np.float64), 0.0)
             forms = [("nm", "f32"), ("nm", "bf16"), ("slid", "int8")]
             if pattern == "2:4":
                 forms += [("sparse24", "f32"), ("sparse24", "bf16"), ("sparse24", "int8"), ("dense", "int8")]

@@ -4,11 +4,12 @@
 // linears, so the test knows which weight form ran.
 //
 // Usage: nmkit_model_logits MODEL TOKENS_CSV OUT [--weights f32|bf16|int8] [--pattern P]
-//          [--format dense|sparse24|nm|slid] [--mode full|decode|blocks]
+//          [--format dense|sparse24|nm|slid] [--mode full|decode|blocks] [--save OUT.gguf]
 //   MODEL: a GGUF file or Hugging Face folder (ModelSource).
 //   full:   one batched prefill of all tokens.
 //   decode: a prefill of the first half, then one token at a time against the KV cache.
 //   blocks: embed, run_block on 2 sequences (the tokens twice), head: the calibration path.
+//   --save: the model's weights (pruned on load) written as an F32 GGUF (write_model_gguf).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +20,7 @@
 
 #include "nmkit/model.h"
 #include "nmkit/model_source.h"
+#include "nmkit/model_write.h"
 
 namespace {
 
@@ -41,7 +43,7 @@ int main(int argc, char** argv) {
     while (std::getline(ss, item, ',')) tokens.push_back(static_cast<int32_t>(std::stol(item)));
   }
   ModelOptions options;
-  std::string mode = "full";
+  std::string mode = "full", save;
   for (int i = 4; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--weights") {
@@ -56,6 +58,9 @@ int main(int argc, char** argv) {
       auto f = parse_linear_format(value);
       if (!f.ok()) return fail(f.error().message());
       options.format = *f;
+    } else if (flag == "--save") {
+      save = value;
+      options.keep_dense_weights = true;
     } else if (flag == "--mode") {
       mode = value;
     } else {
@@ -68,6 +73,10 @@ int main(int argc, char** argv) {
   auto model = LlamaModel::build(*params, source->loader(), options);
   if (!model.ok()) return fail(model.error().message());
   std::printf("kernel %s\n", model->linear_kernel_name(1).c_str());
+  if (!save.empty()) {
+    Status st = write_model_gguf(save, *model, *source, DType::F32);
+    if (!st.ok()) return fail(st.error().message());
+  }
 
   const int64_t n = static_cast<int64_t>(tokens.size()), V = params->n_vocab, d = params->n_embd;
   std::vector<float> logits(static_cast<size_t>(n * V));

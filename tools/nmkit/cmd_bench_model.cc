@@ -16,19 +16,25 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// llama.cpp's files of the same model, as the bench set-up leaves them next to the model
-// (scripts/build_llamacpp.sh and the GGUF conversions): NAME.F32.gguf, NAME.BF16.gguf, NAME.Q8_0.gguf.
+// llama.cpp's files of the same model, as scripts/bench_models.sh leaves them in the model's folder
+// or the one above it (.cache/models/): *.F32.gguf, *.BF16.gguf, *.Q8_0.gguf.
 std::vector<bench::LlamaCppFile> find_llamacpp_files(const std::string& model_path) {
   std::vector<bench::LlamaCppFile> files;
-  const fs::path dir = fs::path(model_path).parent_path();
-  std::error_code ec;
+  fs::path dir = fs::path(model_path).parent_path();
+  if (dir.empty()) dir = ".";
   for (const char* label : {"F32", "BF16", "Q8_0"}) {
-    for (const auto& entry : fs::directory_iterator(dir.empty() ? fs::path(".") : dir, ec)) {
-      const std::string name = entry.path().filename().string();
-      if (name.size() > 5 && name.ends_with(std::string(".") + label + ".gguf")) {
-        files.push_back({label, entry.path().string()});
-        break;
+    bool found = false;
+    for (const fs::path& d : {dir, dir.parent_path()}) {
+      std::error_code ec;
+      for (const auto& entry : fs::directory_iterator(d.empty() ? fs::path(".") : d, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (name.ends_with(std::string(".") + label + ".gguf")) {
+          files.push_back({label, entry.path().string()});
+          found = true;
+          break;
+        }
       }
+      if (found) break;
     }
   }
   return files;

@@ -1,5 +1,7 @@
 // Test driver for the python oracle tests of tests/gguf (the C++ side of each comparison):
 //   gguf_tool check FILE                      open FILE; print "ok" or the one-line error (exit 1)
+//   gguf_tool copy IN OUT                    writes OUT with IN's metadata and every tensor's stored
+//       bytes unchanged (GgufOutputTensor::copy_of), in IN's order and alignment
 //   gguf_tool dequantize IN OUT [--as F32|F16|BF16] [NAME...]
 //       writes OUT with IN's metadata (in order) and every tensor of IN (or only the NAMEs, in IN's
 //       order) dequantized to f32 by GgufFile::dequantize, then stored as the --as dtype by
@@ -59,11 +61,24 @@ int dequantize(const std::vector<std::string>& args) {
   return 0;
 }
 
+int copy(const std::string& in, const std::string& out) {
+  auto file = nmkit::GgufFile::open(in);
+  if (!file.ok()) return fail(file.error().message());
+  std::vector<nmkit::GgufOutputTensor> tensors;
+  for (const nmkit::GgufTensorInfo& info : file->tensors()) tensors.push_back(nmkit::GgufOutputTensor::copy_of(*file, info));
+  nmkit::GgufWriteOptions options;
+  options.alignment = file->alignment();
+  const nmkit::Status status = nmkit::write_gguf(out, file->metadata(), tensors, options);
+  if (!status.ok()) return fail(status.error().message());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.size() == 2 && args[0] == "check") return check(args[1]);
+  if (args.size() == 3 && args[0] == "copy") return copy(args[1], args[2]);
   if (!args.empty() && args[0] == "dequantize") return dequantize({args.begin() + 1, args.end()});
-  return fail("usage: gguf_tool check FILE | gguf_tool dequantize IN OUT [--as F32|F16|BF16] [NAME...]");
+  return fail("usage: gguf_tool check FILE | gguf_tool copy IN OUT | gguf_tool dequantize IN OUT [--as F32|F16|BF16] [NAME...]");
 }
