@@ -121,16 +121,12 @@ Result<Shape> parse_shape(const json& value, const std::string& where) {
   return shape;
 }
 
-// numel x element size in bytes, or nullopt when it does not fit 64 bits (numel also fits int64).
+// numel x element size in bytes, or nullopt when it does not fit: the one checked size product of
+// the library (checked_nbytes, issue 13 W2), so a zero dimension after huge ones is handled alike.
 std::optional<uint64_t> byte_size(const Shape& shape, DType dtype) {
-  uint64_t numel = 1;
-  for (const int64_t dim : shape) {
-    if (__builtin_mul_overflow(numel, static_cast<uint64_t>(dim), &numel)) return std::nullopt;
-  }
-  if (numel > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
-  uint64_t bytes = 0;
-  if (__builtin_mul_overflow(numel, static_cast<uint64_t>(dtype_size(dtype)), &bytes)) return std::nullopt;
-  return bytes;
+  const std::optional<int64_t> bytes = checked_nbytes(shape, dtype);
+  if (!bytes) return std::nullopt;
+  return static_cast<uint64_t>(*bytes);
 }
 
 std::string offsets_str(uint64_t begin, uint64_t end) {

@@ -65,17 +65,13 @@ Result<Layout> plan(const std::string& path, const std::vector<OutputTensor>& te
       }
       if (t.name == "__metadata__") return Error(where + "the name is reserved for the metadata");
       if (!names.insert(t.name).second) return Error(where + "listed twice");
-      uint64_t numel = 1;
       for (const int64_t dim : t.shape) {
         if (dim < 0) return Error(where + "shape " + shape_str(t.shape) + " has a negative entry " + std::to_string(dim));
-        if (__builtin_mul_overflow(numel, static_cast<uint64_t>(dim), &numel)) {
-          return Error(where + "shape " + shape_str(t.shape) + " overflows 64-bit element counts");
-        }
       }
+      // The library's one checked size product (checked_nbytes, issue 13 W2).
+      const std::optional<int64_t> bytes = checked_nbytes(t.shape, t.dtype);
       uint64_t end = 0;
-      if (numel > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
-          __builtin_mul_overflow(numel, static_cast<uint64_t>(dtype_size(t.dtype)), &end) ||
-          __builtin_add_overflow(offset, end, &end)) {
+      if (!bytes || __builtin_add_overflow(offset, static_cast<uint64_t>(*bytes), &end)) {
         return Error(where + "shape " + shape_str(t.shape) + " overflows 64-bit byte counts");
       }
       if (!t.fill) return Error(where + "no fill function");
