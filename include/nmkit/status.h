@@ -32,6 +32,9 @@ namespace nmkit {
 // line (issue 13, M3/M4). quote_name adds single quotes; an empty name shows as ''.
 std::string display_name(std::string_view name);
 std::string quote_name(std::string_view name);
+// The same escaping and cutting for any text, at most max_bytes (plus "..."): display_name is
+// printable_line(name, 200).
+std::string printable_line(std::string_view text, size_t max_bytes);
 
 // What went wrong, for callers that branch on it (the message is for people).
 enum class ErrorCode {

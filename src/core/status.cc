@@ -13,18 +13,18 @@ constexpr size_t kMaxNameBytes = 200;
 
 }  // namespace
 
-std::string display_name(std::string_view name) {
+std::string printable_line(std::string_view text, size_t max_bytes) {
   std::string out;
-  out.reserve(std::min(name.size(), kMaxNameBytes) + 3);
-  for (size_t i = 0; i < name.size(); ++i) {
-    if (out.size() >= kMaxNameBytes) {
+  out.reserve(std::min(text.size(), max_bytes) + 3);
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (out.size() >= max_bytes) {
       // Do not end inside a UTF-8 sequence: drop continuation bytes and their lead byte.
       while (!out.empty() && (static_cast<uint8_t>(out.back()) & 0xC0) == 0x80) out.pop_back();
       if (!out.empty() && static_cast<uint8_t>(out.back()) >= 0xC0) out.pop_back();
       out += "...";
       break;
     }
-    const auto c = static_cast<uint8_t>(name[i]);
+    const auto c = static_cast<uint8_t>(text[i]);
     if (c < 0x20 || c == 0x7F) {
       char escaped[8];
       std::snprintf(escaped, sizeof(escaped), "\\x%02X", c);
@@ -35,6 +35,8 @@ std::string display_name(std::string_view name) {
   }
   return out;
 }
+
+std::string display_name(std::string_view name) { return printable_line(name, kMaxNameBytes); }
 
 std::string quote_name(std::string_view name) {
   // Appended piecewise: `"'" + std::string&&` trips GCC 12's -Wrestrict false positive.

@@ -58,28 +58,7 @@ void render(const nlohmann::json& value, int depth, std::string& out) {
 
 }  // namespace
 
-std::string one_line(std::string_view text, size_t max_bytes) {
-  std::string out;
-  out.reserve(std::min(text.size(), max_bytes) + 3);
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (out.size() >= max_bytes) {
-      // Do not end inside a UTF-8 sequence: drop continuation bytes and their lead byte.
-      while (!out.empty() && (static_cast<uint8_t>(out.back()) & 0xC0) == 0x80) out.pop_back();
-      if (!out.empty() && static_cast<uint8_t>(out.back()) >= 0xC0) out.pop_back();
-      out += "...";
-      break;
-    }
-    const auto c = static_cast<uint8_t>(text[i]);
-    if (c < 0x20 || c == 0x7F) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof(escaped), "\\x%02X", c);
-      out += escaped;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
-}
+std::string one_line(std::string_view text, size_t max_bytes) { return printable_line(text, max_bytes); }
 
 std::string quote_name(std::string_view name) { return nmkit::quote_name(name); }
 
