@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "tools/nmkit/cli_util.h"
+#include "tools/nmkit/prune_job.h"  // section3_metrics_json: the per-tensor report fields
 
 namespace nmkit::cli {
 
@@ -139,22 +140,14 @@ nlohmann::json calib_report_json(const CalibRun& run, Pattern pattern, CalibMeth
   json linears = json::array();
   PruneSums total;
   for (const LinearReport& l : r.linears) {
-    const PruneMetrics m = metrics_from(l.sums);
     total += l.sums;
-    json e = {{"name", l.name},
+    json e = section3_metrics_json(l.sums);
+    e.update({{"name", l.name},
               {"block", l.block},
-              {"pruned_count", m.pruned_count},
-              {"total_count", m.total_count},
-              {"sparsity_percent", m.sparsity_percent},
-              {"approximation_error", m.approximation_error},
-              {"kept_magnitude_mean", m.kept_magnitude_mean},
-              {"pruned_magnitude_mean", m.pruned_magnitude_mean},
-              {"relative_error", m.relative_error},
-              {"retained_l1", m.retained_l1},
               {"weight_relative_error", l.weight_relative_error},
               {"output_error", l.output_error ? json(*l.output_error) : json(nullptr)},
               {"output_error_tokens", l.error_tokens},
-              {"seconds", l.seconds}};
+              {"seconds", l.seconds}});
     if (method == CalibMethod::SparseGpt) {
       e["damping"] = l.damping;
       e["dead_inputs"] = l.dead_inputs;

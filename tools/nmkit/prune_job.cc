@@ -332,7 +332,7 @@ std::string prune_table(const PruneOutcome& outcome) {
   return table.render();
 }
 
-nlohmann::json metrics_json(const PruneSums& sums, size_t dense_bytes, size_t stored_bytes) {
+nlohmann::json section3_metrics_json(const PruneSums& sums) {
   const PruneMetrics m = metrics_from(sums);
   return nlohmann::json{
       {"total_count", m.total_count},
@@ -343,9 +343,14 @@ nlohmann::json metrics_json(const PruneSums& sums, size_t dense_bytes, size_t st
       {"pruned_magnitude_mean", m.pruned_magnitude_mean},
       {"relative_error", m.relative_error},
       {"retained_l1", m.retained_l1},
-      {"memory_bytes", stored_bytes},
-      {"dense_bytes", dense_bytes},
   };
+}
+
+nlohmann::json metrics_json(const PruneSums& sums, size_t dense_bytes, size_t stored_bytes) {
+  nlohmann::json out = section3_metrics_json(sums);
+  out["memory_bytes"] = stored_bytes;
+  out["dense_bytes"] = dense_bytes;
+  return out;
 }
 
 nlohmann::json prune_report(const PruneJob& job, const PruneOutcome& outcome) {

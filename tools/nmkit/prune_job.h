@@ -75,7 +75,9 @@ Result<PreparedPrune> prepare_prune_job(const PruneJob& job);
 std::string prune_table(const PruneOutcome& outcome);
 // The --report document: {"pattern", "method", "format", "tensors": {NAME: {metric: value}}, "total"}.
 nlohmann::json prune_report(const PruneJob& job, const PruneOutcome& outcome);
-// The metrics of docs/design.md section 3 plus memory_bytes (and dense_bytes) as a JSON object.
+// The metrics of docs/design.md section 3 as a JSON object (every report's per-tensor fields).
+nlohmann::json section3_metrics_json(const PruneSums& sums);
+// The same plus memory_bytes (and dense_bytes).
 nlohmann::json metrics_json(const PruneSums& sums, size_t dense_bytes, size_t stored_bytes);
 
 }  // namespace nmkit::cli
