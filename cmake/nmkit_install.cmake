@@ -64,6 +64,9 @@ function(nmkit_install target)
   # Static libraries that may refer to each other: one link group, so their order does not matter.
   # After them, the system libraries the modules use (oneDNN, LAPACKE over OpenBLAS).
   set(NMKIT_PC_LIBS "-Wl,--start-group${static_libraries} -Wl,--end-group -ldnnl -llapacke -lopenblas -pthread")
+  if(NMKIT_OPENMP_POOL)
+    string(APPEND NMKIT_PC_LIBS " -fopenmp")
+  endif()
   file(RELATIVE_PATH NMKIT_PC_UP /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
   configure_file(${PROJECT_SOURCE_DIR}/cmake/nmkit.pc.in ${PROJECT_BINARY_DIR}/nmkit.pc @ONLY)
   install(FILES ${PROJECT_BINARY_DIR}/nmkit.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <thread>
 #include <vector>
 
 #include "nmkit/cpu.h"
@@ -31,6 +32,28 @@ TEST(Threads, ManyBackToBackJobsAndNestedCalls) {
   }
   EXPECT_EQ(total.load(), 2000 * 8 * 4);
   EXPECT_GE(thread_count(), 1);
+}
+
+// The header promises that any thread may call parallel_for, several at once: each caller's job
+// runs completely, whichever pool (OpenMP team or std::thread pool) the build uses.
+TEST(Threads, ConcurrentCallersEachRunTheirWholeJob) {
+  constexpr int kCallers = 4, kJobs = 200;
+  std::vector<std::atomic<int64_t>> sums(kCallers);
+  std::vector<std::thread> callers;
+  for (int c = 0; c < kCallers; ++c) {
+    callers.emplace_back([&, c] {
+      for (int job = 0; job < kJobs; ++job) {
+        parallel_for(1000 + c, 3, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) sums[static_cast<size_t>(c)] += i;
+        });
+      }
+    });
+  }
+  for (auto& t : callers) t.join();
+  for (int c = 0; c < kCallers; ++c) {
+    const int64_t n = 1000 + c;
+    EXPECT_EQ(sums[static_cast<size_t>(c)].load(), kJobs * (n * (n - 1) / 2)) << "caller " << c;
+  }
 }
 
 TEST(Cpu, TiersAreConsistent) {
