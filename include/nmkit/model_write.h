@@ -2,11 +2,16 @@
 // llama.cpp-compatible readers load (docs/design.md 11.1).
 #pragma once
 
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <utility>
 #include <string>
 
 #include "nmkit/dtype.h"
 #include "nmkit/model.h"
 #include "nmkit/model_source.h"
+#include "nmkit/safetensors.h"
 #include "nmkit/status.h"
 
 namespace nmkit {
@@ -19,5 +24,51 @@ namespace nmkit {
 // parameters (no tokenizer keys). Atomic (write_gguf); an Error names the path.
 Status write_model_gguf(const std::string& path, const LlamaModel& model, const ModelSource& source,
                         DType dtype = DType::F32);
+
+// A model saved as a Hugging Face llama folder (docs/design.md section 11.1, "Writing a Hugging Face
+// folder"), which nmkit (ModelSource) and transformers load:
+//   config.json             LlamaForCausalLM hyper-parameters from the model's LlamaParams (an HF
+//                           source's own config.json, with torch_dtype set to the written dtype)
+//   model.safetensors       LlamaModel::tensors() under HF names (model.layers.N.self_attn.q_proj.weight,
+//                           ...), q/k rows permuted back to HF's rotate-halves order (the exact inverse
+//                           of ModelSource's load), `dtype` F32/F16/BF16 (norms stay F32, as in
+//                           write_model_gguf), metadata
+//                           {"format": "pt"}; tied models store no lm_head.weight
+//   tokenizer.json, tokenizer_config.json, generation_config.json
+//                           from a GGUF source's tokenizer (hf_tokenizer_files); copied from an HF
+//                           source folder (with special_tokens_map.json) when it has them
+// Atomic as a whole: everything is written into DIR.tmp.XXXXXX beside DIR and renamed onto DIR only
+// when complete (an existing DIR is swapped out with renameat2(RENAME_EXCHANGE) and then removed,
+// and only when it holds nothing but the files listed here, so no other folder is ever replaced).
+// On error the temporary folder is removed and DIR is untouched; a temporary folder left by a
+// killed process (not locked) is removed by the next write to DIR. `on_tensor` reports progress.
+Status write_model_hf(const std::string& dir, const LlamaModel& model, const ModelSource& source,
+                      DType dtype = DType::F32,
+                      const std::function<void(size_t i, size_t n, const OutputTensor&)>& on_tensor = {});
+
+// Whether write_model_hf may write DIR: absent, or a folder holding nothing but the files it writes
+// (an Error naming the first other entry, or saying DIR is not a folder). write_model_hf checks it
+// too; callers with long work before the write check first.
+Status check_hf_output_folder(const std::string& dir);
+
+// The files of a Hugging Face folder that hold a GGUF file's tokenizer (tokenizer.ggml.*): a GPT-2
+// byte-level BPE (tokenizer.ggml.model "gpt2") with a pre type Tokenizer supports, its pre-tokenizer
+// written in the form Tokenizer::from_hf_json recognises; control tokens become special added
+// tokens, user-defined ones plain added tokens; add_bos/add_eos a TemplateProcessing post-processor.
+// SentencePiece ("llama") vocabularies are an Error naming the file and the model type.
+struct HfTokenizerFiles {
+  std::string tokenizer_json, tokenizer_config_json, generation_config_json;
+  int32_t bos = -1, eos = -1, pad = -1;  // for config.json
+};
+Result<HfTokenizerFiles> hf_tokenizer_files(const GgufFile& file, int64_t n_ctx_train);
+
+// The Hugging Face name of a llama tensor's GGUF name (token_embd.weight -> model.embed_tokens.weight,
+// blk.N.attn_q.weight -> model.layers.N.self_attn.q_proj.weight, ...), and the heads its rows are
+// permuted by (attn_q: n_head, attn_k: n_head_kv, else 0); nullopt for a name outside the model.
+std::optional<std::pair<std::string, int64_t>> hf_tensor_name(const std::string& gguf_name, const LlamaParams& params);
+
+// Rows of a q/k weight [heads * d, K] from GGUF's rope-NORM order back to HF's: within each head,
+// GGUF row 2i + s becomes HF row s*d/2 + i (the inverse of convert_hf_to_gguf.py's permute).
+Tensor hf_rows_from_gguf(const Tensor& weight, int64_t heads);
 
 }  // namespace nmkit

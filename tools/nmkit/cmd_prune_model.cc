@@ -1,8 +1,12 @@
 // nmkit prune MODEL -o OUT --pattern P --method magnitude|wanda|sparsegpt [--calib FILE]: prunes every
 // attention and MLP linear of a llama model (docs/design.md 11.5), calibrated block by block for
-// wanda and sparsegpt (docs/design.md section 12), and writes the model as GGUF (the source's metadata and tensor
-// order, F32/F16/BF16 dense-masked) or safetensors (a GGUF source: GGUF names and llama.* metadata;
-// a Hugging Face folder: its own tensor names and q/k row order), by extension.
+// wanda and sparsegpt (docs/design.md section 12), and writes, by the form of OUT:
+//   OUT.gguf         GGUF (a GGUF source: its metadata and tensor order), F32/F16/BF16 dense-masked;
+//   OUT (a folder)   a Hugging Face llama folder that nmkit and transformers load: config.json,
+//                    model.safetensors under HF names with q/k rows in HF order, tokenizer files
+//                    (write_model_hf; any source);
+//   OUT.safetensors  a Hugging Face source only: the weights under its own names and row order, to
+//                    drop into its folder (a GGUF source is told to give a folder).
 #include <fmt/core.h>
 
 #include <cstdio>
@@ -14,6 +18,7 @@
 #include "tools/nmkit/cli_util.h"
 #include "nmkit/files.h"
 #include "nmkit/gguf.h"
+#include "nmkit/model_write.h"
 #include "tools/nmkit/prune_model.h"
 #include "nmkit/safetensors.h"
 
@@ -22,6 +27,16 @@ namespace {
 
 bool ends_with(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool source_is_hf_folder(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_directory(path, ec);
+}
+
+// -o names a Hugging Face folder unless it ends in .gguf or .safetensors (DIR/, DIR, an existing folder).
+bool is_folder_output(const std::string& output) {
+  return !ends_with(output, ".gguf") && !ends_with(output, ".safetensors");
 }
 
 Result<DType> parse_output_dtype(const std::string& text) {
@@ -44,39 +59,6 @@ OutputTensor converted(const std::string& name, std::shared_ptr<Tensor> f32, DTy
     return ok_status();
   };
   return t;
-}
-
-// A Hugging Face source is written back under its own names, with attn_q/attn_k rows returned from
-// GGUF's rope-NORM order to HF's (the inverse of convert_hf_to_gguf.py's permute, which ModelSource
-// applies on load: within each head, HF row s*hd/2 + i is GGUF row 2i + s), so the file drops into
-// the source folder's layout. Row order does not move N:M groups, which run along K.
-std::pair<std::string, int64_t> hf_name(const std::string& gguf, const LlamaParams& p) {
-  static const std::map<std::string, std::string> top = {{"token_embd.weight", "model.embed_tokens.weight"},
-                                                         {"output_norm.weight", "model.norm.weight"},
-                                                         {"output.weight", "lm_head.weight"}};
-  if (auto it = top.find(gguf); it != top.end()) return {it->second, 0};
-  static const std::map<std::string, std::string> block = {
-      {"attn_norm", "input_layernorm"},   {"attn_q", "self_attn.q_proj"},   {"attn_k", "self_attn.k_proj"},
-      {"attn_v", "self_attn.v_proj"},     {"attn_output", "self_attn.o_proj"}, {"ffn_norm", "post_attention_layernorm"},
-      {"ffn_gate", "mlp.gate_proj"},      {"ffn_up", "mlp.up_proj"},        {"ffn_down", "mlp.down_proj"}};
-  const size_t dot1 = gguf.find('.'), dot2 = gguf.find('.', dot1 + 1), dot3 = gguf.rfind('.');
-  const std::string b = gguf.substr(dot1 + 1, dot2 - dot1 - 1), linear = gguf.substr(dot2 + 1, dot3 - dot2 - 1);
-  const int64_t heads = linear == "attn_q" ? p.n_head : linear == "attn_k" ? p.n_head_kv : 0;
-  return {"model.layers." + b + "." + block.at(linear) + ".weight", heads};
-}
-
-std::shared_ptr<Tensor> unpermute_rows(const Tensor& t, int64_t heads) {
-  const int64_t rows = t.rows(), K = t.cols(), hd = rows / heads, half = hd / 2;
-  auto out = std::make_shared<Tensor>(Tensor::empty(DType::F32, t.shape()));
-  for (int64_t h = 0; h < heads; ++h) {
-    for (int64_t s = 0; s < 2; ++s) {
-      for (int64_t i = 0; i < half; ++i) {
-        std::memcpy(out->as<float>() + (h * hd + s * half + i) * K, t.as<float>() + (h * hd + 2 * i + s) * K,
-                    static_cast<size_t>(K) * sizeof(float));
-      }
-    }
-  }
-  return out;
 }
 
 Status write_model(const ModelSource& src, const std::string& output, const LlamaModel& model, DType dtype) {
@@ -103,13 +85,22 @@ Status write_model(const ModelSource& src, const std::string& output, const Llam
   std::vector<OutputTensor> tensors;
   for (const std::string& name : order) {
     if (source == nullptr && ends_with(output, ".safetensors")) {
-      const auto [hf, heads] = hf_name(name, model.params());
-      tensors.push_back(converted(hf, heads > 0 ? unpermute_rows(*by_name.at(name), heads) : by_name.at(name), dtype));
+      // A file that drops into the source folder: its own names and q/k row order (docs/design.md 11.1).
+      const auto hf = hf_tensor_name(name, model.params());
+      if (!hf) return Error("-o " + output + ": tensor '" + name + "' has no Hugging Face llama name");
+      auto rows = hf->second > 0 ? std::make_shared<Tensor>(hf_rows_from_gguf(*by_name.at(name), hf->second))
+                                 : by_name.at(name);
+      tensors.push_back(converted(hf->first, rows, dtype));
     } else {
       tensors.push_back(converted(name, by_name.at(name), dtype));
     }
   }
   Progress progress("writing");
+  if (is_folder_output(output)) {
+    std::function<void(size_t, size_t, const OutputTensor&)> on_tensor;
+    if (progress.enabled()) on_tensor = [&](size_t i, size_t n, const OutputTensor& t) { progress.update(i, n, t.name); };
+    return write_model_hf(output, model, src, dtype, on_tensor);
+  }
   if (ends_with(output, ".gguf")) {
     if (!source) {
       return Error("-o " + output + ": GGUF output needs a GGUF input (its metadata and tokenizer); write .safetensors");
@@ -132,21 +123,9 @@ Status write_model(const ModelSource& src, const std::string& output, const Llam
     }
     return write_safetensors(output, tensors, Metadata{{"format", "pt"}}, options);
   }
-  const LlamaParams& p = model.params();
-  Metadata metadata{{"llama.vocab_size", std::to_string(p.n_vocab)},
-                    {"llama.embedding_length", std::to_string(p.n_embd)},
-                    {"llama.block_count", std::to_string(p.n_layer)},
-                    {"llama.attention.head_count", std::to_string(p.n_head)},
-                    {"llama.attention.head_count_kv", std::to_string(p.n_head_kv)},
-                    {"llama.feed_forward_length", std::to_string(p.n_ff)},
-                    {"llama.context_length", std::to_string(p.n_ctx_train)},
-                    {"llama.attention.layer_norm_rms_epsilon", fmt::format("{}", p.rms_eps)},
-                    {"llama.rope.freq_base", fmt::format("{}", p.rope_base)}};
-  WriteOptions options;
-  if (progress.enabled()) {
-    options.on_tensor = [&](size_t i, size_t n, const OutputTensor& t) { progress.update(i, n, t.name); };
-  }
-  return write_safetensors(output, tensors, metadata, options);
+  // A GGUF source as a lone safetensors file would need config.json and a tokenizer nobody has.
+  return Error("-o " + output + ": a GGUF model is written as safetensors inside a Hugging Face folder "
+               "(config.json, model.safetensors, tokenizer.json): give a folder, -o DIR/");
 }
 
 }  // namespace
@@ -177,8 +156,12 @@ int run_prune_model(const std::string& input, const std::string& output, const s
     return report_error("--format " + format + ": a model is written dense-masked (--format dense); pick the "
                         "runtime form with nmkit eval/generate --format");
   }
-  if (!ends_with(output, ".gguf") && !ends_with(output, ".safetensors")) {
-    return report_error("-o " + output + ": the output must end in .gguf or .safetensors");
+  if (!source_is_hf_folder(input) && ends_with(output, ".safetensors")) {  // before the long work
+    return report_error("-o " + output + ": a GGUF model is written as safetensors inside a Hugging Face folder "
+                        "(config.json, model.safetensors, tokenizer.json): give a folder, -o DIR/");
+  }
+  if (is_folder_output(output)) {  // a folder nmkit may not replace fails before the long work
+    if (Status st = check_hf_output_folder(output); !st.ok()) return report_error(st.error().with_context("-o "));
   }
   std::vector<FileRole> outputs{{"-o", output}};
   if (!report_path.empty()) outputs.push_back({"--report", report_path});

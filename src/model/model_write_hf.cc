@@ -1,0 +1,335 @@
+// write_model_hf: a LlamaModel saved as a Hugging Face llama folder (config.json, model.safetensors,
+// tokenizer files), built in a temporary folder beside the target and renamed into place only when
+// complete (docs/design.md sections 10.12 and 11.1).
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "nmkit/files.h"
+#include "nmkit/gguf.h"
+#include "nmkit/model_write.h"
+
+namespace nmkit {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+namespace fs = std::filesystem;
+
+// What write_model_hf writes or copies: the only names an existing folder may hold to be replaced.
+const std::set<std::string>& written_names() {
+  static const std::set<std::string> names{"config.json",           "model.safetensors",     "tokenizer.json",
+                                           "tokenizer_config.json", "generation_config.json", "special_tokens_map.json"};
+  return names;
+}
+constexpr const char* kCopiedFromHf[] = {"tokenizer.json", "tokenizer_config.json", "generation_config.json",
+                                         "special_tokens_map.json"};
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+// A float32 hyper-parameter as the shortest decimal that reads back to the same float (1e-05, not
+// 9.999999747378752e-06), so config.json -> float gives the GGUF's value exactly.
+double shortest(float value) {
+  char text[64];
+  const auto end = std::to_chars(text, text + sizeof(text), value).ptr;
+  return std::strtod(std::string(text, end).c_str(), nullptr);
+}
+
+const char* torch_dtype(DType dtype) {
+  return dtype == DType::F32 ? "float32" : dtype == DType::F16 ? "float16" : "bfloat16";
+}
+
+Result<std::string> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error(path + ": cannot open: " + errno_text(errno));
+  std::stringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return Error(path + ": read failed");
+  return text.str();
+}
+
+Status write_text(const std::string& path, const std::string& content) {
+  auto file = prepare_text_file(path, content);
+  if (!file.ok()) return file.error();
+  return file->commit();
+}
+
+Status sync_folder(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Error(dir + ": cannot open folder: " + errno_text(errno));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) return Error(dir + ": fsync failed: " + errno_text(err));
+  return ok_status();
+}
+
+// The temporary folder DIR.tmp.XXXXXX, flock-ed while it lives and removed unless committed.
+class PendingFolder {
+ public:
+  static Result<PendingFolder> create(const std::string& target) {
+    remove_stale(target);
+    std::string pattern = target + ".tmp.XXXXXX";
+    std::vector<char> buffer(pattern.begin(), pattern.end());
+    buffer.push_back('\0');
+    if (::mkdtemp(buffer.data()) == nullptr) {
+      return Error(target + ": cannot create a temporary folder beside it: " + errno_text(errno));
+    }
+    PendingFolder folder;
+    folder.path_ = buffer.data();
+    folder.fd_ = ::open(folder.path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (folder.fd_ < 0 || ::flock(folder.fd_, LOCK_EX | LOCK_NB) != 0) {
+      return Error(folder.path_ + ": cannot lock the temporary folder: " + errno_text(errno));
+    }
+    return folder;
+  }
+  PendingFolder(PendingFolder&& other) noexcept : path_(std::move(other.path_)), fd_(other.fd_) {
+    other.path_.clear();
+    other.fd_ = -1;
+  }
+  PendingFolder& operator=(PendingFolder&&) = delete;
+  ~PendingFolder() {
+    if (!path_.empty()) {
+      std::error_code ec;
+      fs::remove_all(path_, ec);
+    }
+    if (fd_ >= 0) ::close(fd_);
+  }
+  const std::string& path() const { return path_; }
+
+  // Renames the folder onto `target` (an existing target is exchanged, then removed) and syncs the
+  // parent folder.
+  Status commit(const std::string& target, bool target_exists) {
+    NMKIT_TRY(sync_folder(path_));
+    if (target_exists) {
+      if (::renameat2(AT_FDCWD, path_.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) != 0) {
+        return Error(target + ": cannot replace the folder: " + errno_text(errno));
+      }
+      // path_ now names the old folder, which the destructor removes.
+    } else {
+      if (::rename(path_.c_str(), target.c_str()) != 0) {
+        return Error(target + ": cannot rename the finished folder into place: " + errno_text(errno));
+      }
+      path_.clear();
+    }
+    const std::string parent = fs::path(target).parent_path().string();
+    return sync_folder(parent.empty() ? "." : parent);
+  }
+
+ private:
+  PendingFolder() = default;
+
+  // Temporary folders of `target` that no process holds locked were left by a killed writer.
+  static void remove_stale(const std::string& target) {
+    const fs::path t(target);
+    const fs::path parent = t.parent_path().empty() ? fs::path(".") : t.parent_path();
+    const std::string prefix = t.filename().string() + ".tmp.";
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(parent, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.size() != prefix.size() + 6 || name.compare(0, prefix.size(), prefix) != 0) continue;
+      if (!entry.is_directory(ec)) continue;
+      const int fd = ::open(entry.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (fd < 0) continue;
+      if (::flock(fd, LOCK_EX | LOCK_NB) == 0) fs::remove_all(entry.path(), ec);
+      ::close(fd);
+    }
+  }
+
+  std::string path_;
+  int fd_ = -1;
+};
+
+// config.json for a GGUF source: transformers' LlamaConfig fields from the parameters.
+std::string config_json(const LlamaParams& p, DType dtype, const HfTokenizerFiles* tokens) {
+  ojson c{{"architectures", {"LlamaForCausalLM"}},
+          {"model_type", "llama"},
+          {"vocab_size", p.n_vocab},
+          {"hidden_size", p.n_embd},
+          {"intermediate_size", p.n_ff},
+          {"num_hidden_layers", p.n_layer},
+          {"num_attention_heads", p.n_head},
+          {"num_key_value_heads", p.n_head_kv},
+          {"head_dim", p.head_dim()},
+          {"hidden_act", "silu"},
+          {"max_position_embeddings", p.n_ctx_train},
+          {"rms_norm_eps", shortest(p.rms_eps)},
+          {"rope_theta", shortest(p.rope_base)},
+          {"rope_scaling", nullptr},
+          {"attention_bias", false},
+          {"mlp_bias", false},
+          {"tie_word_embeddings", p.tied_output},
+          {"torch_dtype", torch_dtype(dtype)}};
+  if (tokens != nullptr) {
+    if (tokens->bos >= 0) c["bos_token_id"] = tokens->bos;
+    if (tokens->eos >= 0) c["eos_token_id"] = tokens->eos;
+    if (tokens->pad >= 0) c["pad_token_id"] = tokens->pad;
+  }
+  return c.dump(2) + "\n";
+}
+
+// Where `dir` may be written: an existing folder only if it holds nothing but written_names().
+Result<bool> check_target(const std::string& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) {
+    if (errno == ENOENT) return false;
+    return Error(dir + ": " + errno_text(errno));
+  }
+  if (!S_ISDIR(st.st_mode)) return Error(dir + ": exists and is not a folder (a Hugging Face model is a folder)");
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (written_names().count(name) == 0) {
+      return Error(dir + ": the folder holds '" + name +
+                   "', which nmkit does not write: refusing to replace it (give a new or empty folder)");
+    }
+  }
+  if (ec) return Error(dir + ": cannot list the folder: " + ec.message());
+  return true;
+}
+
+}  // namespace
+
+Status check_hf_output_folder(const std::string& dir_given) {
+  std::string dir = dir_given;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  auto exists = check_target(dir);
+  if (!exists.ok()) return exists.error();
+  return ok_status();
+}
+
+std::optional<std::pair<std::string, int64_t>> hf_tensor_name(const std::string& gguf, const LlamaParams& p) {
+  static const std::map<std::string, std::string> top = {{"token_embd.weight", "model.embed_tokens.weight"},
+                                                         {"output_norm.weight", "model.norm.weight"},
+                                                         {"output.weight", "lm_head.weight"}};
+  if (const auto it = top.find(gguf); it != top.end()) return std::make_pair(it->second, int64_t{0});
+  static const std::map<std::string, std::string> block = {
+      {"attn_norm", "input_layernorm"},   {"attn_q", "self_attn.q_proj"},      {"attn_k", "self_attn.k_proj"},
+      {"attn_v", "self_attn.v_proj"},     {"attn_output", "self_attn.o_proj"}, {"ffn_norm", "post_attention_layernorm"},
+      {"ffn_gate", "mlp.gate_proj"},      {"ffn_up", "mlp.up_proj"},           {"ffn_down", "mlp.down_proj"}};
+  const std::string_view prefix = "blk.", suffix = ".weight";
+  if (gguf.size() <= prefix.size() + suffix.size() || gguf.compare(0, prefix.size(), prefix) != 0 ||
+      gguf.compare(gguf.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return std::nullopt;
+  }
+  const std::string rest = gguf.substr(prefix.size(), gguf.size() - prefix.size() - suffix.size());
+  const size_t dot = rest.find('.');
+  if (dot == 0 || dot == std::string::npos || dot > 9) return std::nullopt;
+  int64_t b = 0;
+  for (size_t i = 0; i < dot; ++i) {
+    if (rest[i] < '0' || rest[i] > '9') return std::nullopt;
+    b = b * 10 + (rest[i] - '0');
+  }
+  const auto it = block.find(rest.substr(dot + 1));
+  if (it == block.end() || b >= p.n_layer) return std::nullopt;
+  const int64_t heads = it->first == "attn_q" ? p.n_head : it->first == "attn_k" ? p.n_head_kv : 0;
+  return std::make_pair("model.layers." + std::to_string(b) + "." + it->second + ".weight", heads);
+}
+
+Tensor hf_rows_from_gguf(const Tensor& t, int64_t heads) {
+  const int64_t rows = t.rows(), K = t.cols(), hd = rows / heads, half = hd / 2;
+  Tensor out = Tensor::empty(DType::F32, t.shape());
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t s = 0; s < 2; ++s) {
+      for (int64_t i = 0; i < half; ++i) {
+        std::memcpy(out.as<float>() + (h * hd + s * half + i) * K, t.as<float>() + (h * hd + 2 * i + s) * K,
+                    static_cast<size_t>(K) * sizeof(float));
+      }
+    }
+  }
+  return out;
+}
+
+Status write_model_hf(const std::string& dir_given, const LlamaModel& model, const ModelSource& source, DType dtype,
+                      const std::function<void(size_t, size_t, const OutputTensor&)>& on_tensor) {
+  if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::BF16) {
+    return Error(dir_given + ": Hugging Face output dtype " + std::string(dtype_name(dtype)) + " is not F32, F16 or BF16");
+  }
+  std::string dir = dir_given;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  {  // write through a symlink to its folder, as files are written through theirs
+    std::error_code ec;
+    if (fs::is_symlink(dir, ec)) {
+      const fs::path target = fs::canonical(dir, ec);
+      if (ec) return Error(dir + ": a symlink that leads nowhere: " + ec.message());
+      dir = target.string();
+    }
+  }
+  auto exists = check_target(dir);
+  if (!exists.ok()) return exists.error();
+  const LlamaParams& p = model.params();
+
+  // Everything that can fail on the inputs fails before anything is written.
+  std::optional<HfTokenizerFiles> tokens;
+  std::string config;
+  std::vector<std::pair<std::string, std::string>> copied;  // name, bytes
+  if (const GgufFile* gguf = source.gguf()) {
+    auto files = hf_tokenizer_files(*gguf, p.n_ctx_train);
+    if (!files.ok()) return files.error();
+    tokens.emplace(std::move(*files));
+    config = config_json(p, dtype, &*tokens);
+  } else {
+    const std::string src_config = source.path() + "/config.json";
+    auto text = read_file(src_config);
+    if (!text.ok()) return text.error();
+    ojson c = ojson::parse(*text, nullptr, /*allow_exceptions=*/false);
+    if (c.is_discarded() || !c.is_object()) return Error(src_config + ": not a JSON object");
+    c["torch_dtype"] = torch_dtype(dtype);
+    config = c.dump(2, ' ', false, ojson::error_handler_t::replace) + "\n";
+    for (const char* name : kCopiedFromHf) {
+      const std::string path = source.path() + "/" + name;
+      struct stat st {};
+      if (::stat(path.c_str(), &st) != 0) continue;
+      auto bytes = read_file(path);
+      if (!bytes.ok()) return bytes.error();
+      copied.emplace_back(name, std::move(*bytes));
+    }
+  }
+  auto named = model.tensors();
+  if (!named.ok()) return named.error().with_context(dir + ": ");
+  std::vector<OutputTensor> out;
+  for (NamedTensor& t : *named) {
+    const auto hf = hf_tensor_name(t.name, p);
+    if (!hf) return Error(dir + ": tensor '" + t.name + "' has no Hugging Face llama name");
+    Tensor rows = hf->second > 0 ? hf_rows_from_gguf(t.tensor, hf->second) : std::move(t.tensor);
+    if (dtype == DType::F32 || rows.shape().size() == 1) {
+      out.push_back(OutputTensor::owning(hf->first, std::move(rows)));
+    } else {
+      Tensor converted = Tensor::empty(dtype, rows.shape());
+      convert_from_f32(dtype, rows.as<float>(), converted.data(), static_cast<size_t>(rows.numel()));
+      out.push_back(OutputTensor::owning(hf->first, std::move(converted)));
+    }
+  }
+
+  auto folder = PendingFolder::create(dir);
+  if (!folder.ok()) return folder.error();
+  const std::string tmp = folder->path();
+  WriteOptions options;
+  options.on_tensor = on_tensor;
+  NMKIT_TRY(write_safetensors(tmp + "/model.safetensors", out, Metadata{{"format", "pt"}}, options));
+  NMKIT_TRY(write_text(tmp + "/config.json", config));
+  if (tokens) {
+    NMKIT_TRY(write_text(tmp + "/tokenizer.json", tokens->tokenizer_json));
+    NMKIT_TRY(write_text(tmp + "/tokenizer_config.json", tokens->tokenizer_config_json));
+    NMKIT_TRY(write_text(tmp + "/generation_config.json", tokens->generation_config_json));
+  }
+  for (const auto& [name, bytes] : copied) NMKIT_TRY(write_text(tmp + "/" + name, bytes));
+  return folder->commit(dir, *exists);
+}
+
+}  // namespace nmkit

@@ -1,0 +1,261 @@
+// A tiny generated llama GGUF, pruned by SparseGPT, saved as a Hugging Face folder (write_model_hf)
+// and loaded back through ModelSource: the logits equal, bit for bit, those of the pruned model in
+// memory (so names, q/k row order and every value survive the round trip: the writer's permutation
+// is the exact inverse of the loader's, which tests/model_source/hf_equivalence.py checks against
+// convert_hf_to_gguf.py's). The written tokenizer gives the GGUF tokenizer's ids. Also: a folder
+// holding a file nmkit did not write is refused and left as it was, an nmkit folder is replaced,
+// an unsupported tokenizer writes nothing, and no temporary folder is left behind.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "nmkit/calib_model.h"
+#include "nmkit/gguf.h"
+#include "nmkit/model_source.h"
+#include "nmkit/model_write.h"
+#include "nmkit/safetensors.h"
+#include "nmkit/tokenizer.h"
+
+namespace nmkit {
+namespace {
+
+namespace fs = std::filesystem;
+
+LlamaParams params() {
+  LlamaParams p;
+  p.n_vocab = 64;
+  p.n_embd = 32;
+  p.n_layer = 2;
+  p.n_head = 4;
+  p.n_head_kv = 2;
+  p.n_ff = 44;
+  p.n_ctx_train = 64;
+  p.rms_eps = 1e-5f;
+  p.rope_base = 10000.0f;
+  p.tied_output = false;  // lm_head.weight is written (SmolLM2's test covers the tied case)
+  return p;
+}
+
+std::vector<std::pair<std::string, Tensor>> tensors(const LlamaParams& p, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  auto random = [&](Shape shape, float lo, float hi) {
+    std::uniform_real_distribution<float> d(lo, hi);
+    std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
+    for (float& x : v) x = d(rng);
+    return Tensor::from_f32(v, shape);
+  };
+  std::vector<std::pair<std::string, Tensor>> t;
+  const int64_t d = p.n_embd, hd = p.head_dim();
+  t.emplace_back("token_embd.weight", random({p.n_vocab, d}, -1.5f, 1.5f));
+  t.emplace_back("output_norm.weight", random({d}, 0.5f, 1.5f));
+  t.emplace_back("output.weight", random({p.n_vocab, d}, -0.3f, 0.3f));
+  for (int64_t b = 0; b < p.n_layer; ++b) {
+    const std::string pre = "blk." + std::to_string(b) + ".";
+    const float s = 0.3f;
+    t.emplace_back(pre + "attn_norm.weight", random({d}, 0.5f, 1.5f));
+    t.emplace_back(pre + "attn_q.weight", random({p.n_head * hd, d}, -s, s));
+    t.emplace_back(pre + "attn_k.weight", random({p.n_head_kv * hd, d}, -s, s));
+    t.emplace_back(pre + "attn_v.weight", random({p.n_head_kv * hd, d}, -s, s));
+    t.emplace_back(pre + "attn_output.weight", random({d, p.n_head * hd}, -s, s));
+    t.emplace_back(pre + "ffn_norm.weight", random({d}, 0.5f, 1.5f));
+    t.emplace_back(pre + "ffn_gate.weight", random({p.n_ff, d}, -s, s));
+    t.emplace_back(pre + "ffn_up.weight", random({p.n_ff, d}, -s, s));
+    t.emplace_back(pre + "ffn_down.weight", random({d, p.n_ff}, -s, s));
+  }
+  return t;
+}
+
+GgufValue strings(const std::vector<std::string>& items) {
+  std::vector<GgufValue> v;
+  for (const std::string& s : items) v.push_back(GgufValue::of_string(s));
+  return GgufValue::of_array(GgufType::String, std::move(v));
+}
+
+// A GGUF with a 64-token GPT-2 vocabulary: the 60 printable bytes '!'..'\\' (their own byte-level
+// symbols), "Ġ" (the space byte), the merges "A B" and "1 2" and a control token.
+void write_tiny_gguf(const std::string& path, const LlamaParams& p, const std::string& tokenizer_model = "gpt2") {
+  std::vector<std::string> tokens;
+  for (int c = 0x21; c <= 0x5C; ++c) tokens.emplace_back(1, static_cast<char>(c));  // 60 tokens
+  tokens.emplace_back("\xC4\xA0");  // GPT-2's symbol for the space byte
+  tokens.emplace_back("AB");
+  tokens.emplace_back("12");
+  tokens.emplace_back("<|endoftext|>");
+  std::vector<GgufValue> types;
+  for (size_t i = 0; i < tokens.size(); ++i) types.push_back(GgufValue::of_int32(i + 1 == tokens.size() ? 3 : 1));
+  auto u32 = [](int64_t v) { return GgufValue::of_uint32(static_cast<uint32_t>(v)); };
+  std::vector<GgufKeyValue> kv = {{"general.architecture", GgufValue::of_string("llama")},
+                                  {"llama.context_length", u32(p.n_ctx_train)},
+                                  {"llama.embedding_length", u32(p.n_embd)},
+                                  {"llama.block_count", u32(p.n_layer)},
+                                  {"llama.feed_forward_length", u32(p.n_ff)},
+                                  {"llama.attention.head_count", u32(p.n_head)},
+                                  {"llama.attention.head_count_kv", u32(p.n_head_kv)},
+                                  {"llama.attention.layer_norm_rms_epsilon", GgufValue::of_float32(p.rms_eps)},
+                                  {"llama.rope.freq_base", GgufValue::of_float32(p.rope_base)},
+                                  {"tokenizer.ggml.model", GgufValue::of_string(tokenizer_model)},
+                                  {"tokenizer.ggml.pre", GgufValue::of_string("smollm")},
+                                  {"tokenizer.ggml.tokens", strings(tokens)},
+                                  {"tokenizer.ggml.token_type", GgufValue::of_array(GgufType::I32, types)},
+                                  {"tokenizer.ggml.merges", strings({"A B", "1 2"})},
+                                  {"tokenizer.ggml.eos_token_id", u32(63)},
+                                  {"tokenizer.ggml.add_bos_token", GgufValue::of_bool(false)}};
+  std::vector<OutputTensor> out;
+  for (auto& [name, t] : tensors(p, 5)) out.push_back(OutputTensor::owning(name, std::move(t)));
+  ASSERT_TRUE(write_gguf(path, kv, out).ok());
+}
+
+std::vector<float> logits_of(const LlamaModel& model, const std::vector<int32_t>& tokens) {
+  LlamaSession session(model, static_cast<int64_t>(tokens.size()));
+  std::vector<float> logits(tokens.size() * static_cast<size_t>(model.params().n_vocab));
+  const Status st = model.forward(session, tokens.data(), static_cast<int64_t>(tokens.size()), logits.data(), 0);
+  EXPECT_TRUE(st.ok()) << st.error().message();
+  return logits;
+}
+
+class PruneToHf : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("nmkit_prune_to_hf_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  bool no_temporaries() const {
+    for (const auto& e : fs::directory_iterator(dir_)) {
+      if (e.path().filename().string().find(".tmp.") != std::string::npos) return false;
+    }
+    return true;
+  }
+  fs::path dir_;
+};
+
+TEST_F(PruneToHf, SparseGptModelReloadsWithIdenticalLogitsAndTokenizer) {
+  const LlamaParams p = params();
+  write_tiny_gguf(path("tiny.gguf"), p);
+  auto source = ModelSource::open(path("tiny.gguf"));
+  ASSERT_TRUE(source.ok()) << source.error().message();
+  ModelOptions options;
+  options.keep_dense_weights = true;
+  auto model = LlamaModel::build(source->params(), source->loader(), options);
+  ASSERT_TRUE(model.ok()) << model.error().message();
+  std::mt19937_64 rng(17);
+  std::uniform_int_distribution<int32_t> token(0, 63);
+  std::vector<int32_t> calib(3 * 24), probe(30);
+  for (int32_t& t : calib) t = token(rng);
+  for (int32_t& t : probe) t = token(rng);
+  CalibOptions calib_options;
+  calib_options.pattern = *Pattern::parse("2:4");
+  calib_options.method = CalibMethod::SparseGpt;
+  auto report = calibrate_and_prune(*model, calib, 3, 24, calib_options);
+  ASSERT_TRUE(report.ok()) << report.error().message();
+  const std::vector<float> want = logits_of(*model, probe);
+
+  const std::string out = path("hf");
+  const Status written = write_model_hf(out + "/", *model, *source);
+  ASSERT_TRUE(written.ok()) << written.error().message();
+  EXPECT_TRUE(no_temporaries());
+  for (const char* f : {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+                        "generation_config.json"}) {
+    EXPECT_TRUE(fs::is_regular_file(out + "/" + f)) << f;
+  }
+  auto file = SafetensorsFile::open(out + "/model.safetensors");
+  ASSERT_TRUE(file.ok());
+  EXPECT_EQ(file->tensors().size(), 3u + 9u * 2u);
+  for (const char* name : {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight",
+                           "model.layers.1.self_attn.q_proj.weight", "model.layers.0.mlp.down_proj.weight",
+                           "model.layers.1.post_attention_layernorm.weight"}) {
+    EXPECT_NE(file->find(name), nullptr) << name;
+  }
+  // HF row h*d + s*d/2 + i holds GGUF row h*d + 2i + s (convert_hf_to_gguf.py's permute inverted).
+  auto dense = model->tensors();
+  ASSERT_TRUE(dense.ok());
+  for (const NamedTensor& t : *dense) {
+    if (t.name != "blk.0.attn_k.weight") continue;
+    const TensorView hf = file->view(*file->find("model.layers.0.self_attn.k_proj.weight"));
+    const int64_t d = p.head_dim(), K = p.n_embd;
+    for (int64_t h = 0; h < p.n_head_kv; ++h) {
+      for (int64_t i = 0; i < d / 2; ++i) {
+        for (int64_t s = 0; s < 2; ++s) {
+          EXPECT_EQ(std::memcmp(reinterpret_cast<const float*>(hf.data) + (h * d + s * d / 2 + i) * K,
+                                t.tensor.as<float>() + (h * d + 2 * i + s) * K, K * sizeof(float)),
+                    0);
+        }
+      }
+    }
+  }
+
+  auto reloaded_source = ModelSource::open(out);
+  ASSERT_TRUE(reloaded_source.ok()) << reloaded_source.error().message();
+  const LlamaParams& q = reloaded_source->params();
+  EXPECT_EQ(q.n_vocab, p.n_vocab);
+  EXPECT_EQ(q.n_head_kv, p.n_head_kv);
+  EXPECT_EQ(q.n_ctx_train, p.n_ctx_train);
+  EXPECT_EQ(q.rms_eps, p.rms_eps);
+  EXPECT_EQ(q.rope_base, p.rope_base);
+  EXPECT_EQ(q.tied_output, p.tied_output);
+  auto reloaded = LlamaModel::build(q, reloaded_source->loader(), ModelOptions{});
+  ASSERT_TRUE(reloaded.ok()) << reloaded.error().message();
+  const std::vector<float> got = logits_of(*reloaded, probe);
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << "logits differ";
+  int64_t zeros = 0;  // the model that went through is the pruned one (2:4: half of every linear)
+  for (const NamedTensor& t : *dense) {
+    if (t.name != "blk.1.ffn_up.weight") continue;
+    for (int64_t i = 0; i < t.tensor.numel(); ++i) zeros += t.tensor.as<float>()[i] == 0.0f;
+    EXPECT_GE(zeros, t.tensor.numel() / 2);
+  }
+  EXPECT_GT(zeros, 0);
+
+  auto from_gguf = Tokenizer::from_gguf(*source->gguf());
+  auto from_json = Tokenizer::from_hf_json(out + "/tokenizer.json");
+  ASSERT_TRUE(from_gguf.ok() && from_json.ok()) << (from_json.ok() ? "" : from_json.error().message());
+  const std::string text = "AB 12 3 ?! <|endoftext|> Z";
+  for (bool special : {false, true}) {
+    EXPECT_EQ(*from_gguf->encode(text, true, special), *from_json->encode(text, true, special)) << special;
+  }
+  EXPECT_EQ(from_json->eos(), 63);
+  EXPECT_EQ(from_json->token_type(63), TokenType::kControl);
+
+  // An nmkit folder is replaced; a folder holding anything else is refused and left as it was.
+  ASSERT_TRUE(write_model_hf(out, *model, *source, DType::BF16).ok());
+  EXPECT_TRUE(no_temporaries());
+  auto bf16 = SafetensorsFile::open(out + "/model.safetensors");
+  ASSERT_TRUE(bf16.ok());
+  EXPECT_EQ(bf16->find("lm_head.weight")->dtype, DType::BF16);
+  std::ofstream(out + "/notes.txt") << "mine";
+  const Status refused = write_model_hf(out, *model, *source);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message().find("notes.txt"), std::string::npos) << refused.error().message();
+  EXPECT_TRUE(fs::exists(out + "/notes.txt"));
+  EXPECT_EQ(bf16->find("lm_head.weight")->dtype, DType::BF16);
+  EXPECT_TRUE(no_temporaries());
+}
+
+TEST_F(PruneToHf, UnsupportedTokenizerWritesNothing) {
+  const LlamaParams p = params();
+  write_tiny_gguf(path("spm.gguf"), p, "llama");
+  auto source = ModelSource::open(path("spm.gguf"));
+  ASSERT_TRUE(source.ok()) << source.error().message();
+  ModelOptions options;
+  options.keep_dense_weights = true;
+  auto model = LlamaModel::build(source->params(), source->loader(), options);
+  ASSERT_TRUE(model.ok());
+  const Status st = write_model_hf(path("out"), *model, *source);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message().find("tokenizer.ggml.model 'llama'"), std::string::npos) << st.error().message();
+  EXPECT_FALSE(fs::exists(path("out")));
+  EXPECT_TRUE(no_temporaries());
+  const Status file = write_model_hf(path("spm.gguf"), *model, *source);  // a file, not a folder
+  ASSERT_FALSE(file.ok());
+  EXPECT_NE(file.error().message().find("not a folder"), std::string::npos) << file.error().message();
+}
+
+}  // namespace
+}  // namespace nmkit
