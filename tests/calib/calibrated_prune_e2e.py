@@ -12,6 +12,7 @@ byte-level GPT-2 vocabulary is written with the PyPI `gguf` package, then:
     token is a byte), the evenly spaced calibration windows, embedding, RMSNorm, a[k] = ||x_k||, and
     the design section 2 selection;
   - a calibration text shorter than one sequence is a one-line error, exit 1, and no output file;
+  - a GGUF model written as a lone .safetensors file is refused (it takes a folder, -o DIR/);
   - a Hugging Face folder of the same model (HF names, q/k rows in HF's rotate-half order) pruned by
     magnitude comes back as safetensors under the HF names and row order, equal to numpy's section 2
     pruning of the HF tensors (so the q/k rows went back where they came from).
@@ -273,6 +274,12 @@ def main():
                 "fewer than one sequence" not in p.stderr:
             failures.append(f"short calibration text: exit {p.returncode}, stderr {p.stderr!r}, "
                             f"output exists {os.path.exists(out)}")
+        # A GGUF model as a lone safetensors file would have no config.json or tokenizer: refused
+        # before any work, with the folder form named.
+        lone = os.path.join(tmp, "lone.safetensors")
+        p = run([args.nmkit, "prune", model, "-o", lone, "--pattern", "2:4"], expect_ok=False)
+        if p.returncode != 1 or os.path.exists(lone) or p.stderr.count("\n") != 1 or "-o DIR/" not in p.stderr:
+            failures.append(f"gguf to .safetensors: exit {p.returncode}, stderr {p.stderr!r}")
         # A Hugging Face folder in, safetensors out under the HF names and row order.
         hf_dir = os.path.join(tmp, "hf")
         hf = write_hf(hf_dir, src)
