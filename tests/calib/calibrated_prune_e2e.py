@@ -13,6 +13,9 @@ byte-level GPT-2 vocabulary is written with the PyPI `gguf` package, then:
     the design section 2 selection;
   - a calibration text shorter than one sequence is a one-line error, exit 1, and no output file;
   - a GGUF model written as a lone .safetensors file is refused (it takes a folder, -o DIR/);
+  - bad input of issue 11 (a model without the blocks its metadata names, NaN reaching the Hessian,
+    an infinite weight, patterns no method or format can do): a one-line error naming the layer
+    and value, exit 1, and neither a GGUF nor a folder written;
   - a Hugging Face folder of the same model (HF names, q/k rows in HF's rotate-half order) pruned by
     magnitude comes back as safetensors under the HF names and row order, equal to numpy's section 2
     pruning of the HF tensors (so the q/k rows went back where they came from).
@@ -47,7 +50,8 @@ def bytes_to_unicode():
     return dict(zip(bs, map(chr, cs)))
 
 
-def write_model(path, rng):
+def write_model(path, rng, edit=None, block_count=None):
+    """edit(tensors) may change the tensors (bad input); block_count overrides the metadata's."""
     import gguf
     d, hd = P["n_embd"], P["n_embd"] // P["n_head"]
     t = {"token_embd.weight": rng.normal(0, 1.0, (P["n_vocab"], d)),
@@ -62,13 +66,15 @@ def write_model(path, rng):
             t[pre + name + ".weight"] = rng.normal(0, 1.0 / np.sqrt(shape[1]), shape)
         t[pre + "ffn_norm.weight"] = rng.uniform(0.5, 1.5, d)
     t = {k: v.astype(np.float32) for k, v in t.items()}
+    if edit:
+        edit(t)
     b2u = bytes_to_unicode()
     tokens = [b2u[i] for i in range(256)] + [b2u[0] + b2u[1], "<|endoftext|>"]
     w = gguf.GGUFWriter(path, "llama")
     w.add_name("tiny-calib-test")
     w.add_context_length(P["n_ctx"])
     w.add_embedding_length(d)
-    w.add_block_count(P["n_layer"])
+    w.add_block_count(P["n_layer"] if block_count is None else block_count)
     w.add_feed_forward_length(P["n_ff"])
     w.add_head_count(P["n_head"])
     w.add_head_count_kv(P["n_head_kv"])
@@ -274,6 +280,45 @@ def main():
                 "fewer than one sequence" not in p.stderr:
             failures.append(f"short calibration text: exit {p.returncode}, stderr {p.stderr!r}, "
                             f"output exists {os.path.exists(out)}")
+        # Bad input of issue 11: each a one-line error naming the layer (or tensor) and the value,
+        # exit 1, nothing written (neither the GGUF nor a Hugging Face folder).
+        def poison(name, value):
+            def edit(t):
+                t[name][0, 3] = value
+            return edit
+        def overflow(t):
+            for name in ("blk.0.ffn_gate.weight", "blk.0.ffn_up.weight"):
+                t[name] *= np.float32(1e25)
+        bad_models = {
+            "missing-block.gguf": (None, 3, ["blk.2.attn_norm.weight", "missing", "block_count = 3"]),
+            "nan-embd.gguf": (poison("token_embd.weight", np.nan), None, ["token_embd.weight", "nan"]),
+            # finite weights whose activations overflow: ffn_down's input, so its Hessian, is not finite
+            "overflow.gguf": (overflow, None, ["layer 'blk.0.ffn_down.weight'", "calibration input at token", "feature"]),
+            "inf-weight.gguf": (poison("blk.1.ffn_up.weight", np.inf), None,
+                                ["blk.1.ffn_up.weight", "inf"]),
+        }
+        cases = []
+        for name, (edit, blocks, wanted) in bad_models.items():
+            path = os.path.join(tmp, name)
+            write_model(path, np.random.default_rng(3), edit=edit, block_count=blocks)
+            cases.append(([path, "--pattern", "2:4", "--method", "sparsegpt"], wanted))
+        # A pattern no method can do, and one the run-time format cannot hold.
+        cases.append(([model, "--pattern", "8:4", "--method", "sparsegpt"], ["--pattern", "'8:4'", "keep < group"]))
+        cases.append(([model, "--pattern", "70:128", "--method", "wanda"], ["--pattern", "'70:128'", "group <= 64"]))
+        for i, (argv, wanted) in enumerate(cases):
+            for out in (os.path.join(tmp, f"bad{i}.gguf"), os.path.join(tmp, f"bad{i}-hf") + "/"):
+                p = run([args.nmkit, "prune", argv[0], "-o", out] + argv[1:] +
+                        ["--calib", calib, "--calib-seqs", str(SEQS), "--calib-len", str(LEN)], expect_ok=False)
+                left = [n for n in os.listdir(tmp) if n.startswith(f"bad{i}")]
+                if p.returncode != 1 or left or p.stderr.count("\n") != 1 or \
+                        not all(w in p.stderr for w in wanted):
+                    failures.append(f"bad input {argv} -> {out}: exit {p.returncode}, stderr {p.stderr!r}, "
+                                    f"left {left}, wanted {wanted}")
+        p = run([args.nmkit, "eval", model, "--text", calib, "--ctx", "32", "--pattern", "6:8", "--format", "sparse24",
+                 "--method", "sparsegpt", "--calib", calib, "--calib-seqs", str(SEQS), "--calib-len", str(LEN)],
+                expect_ok=False)
+        if p.returncode != 1 or p.stderr.count("\n") != 1 or "sparse24 needs pattern 2:4, not 6:8" not in p.stderr:
+            failures.append(f"eval 6:8 as sparse24: exit {p.returncode}, stderr {p.stderr!r}")
         # A GGUF model as a lone safetensors file would have no config.json or tokenizer: refused
         # before any work, with the folder form named.
         lone = os.path.join(tmp, "lone.safetensors")
