@@ -16,6 +16,8 @@ byte-level GPT-2 vocabulary is written with the PyPI `gguf` package, then:
   - bad input of issue 11 (a model without the blocks its metadata names, NaN reaching the Hessian,
     an infinite weight, patterns no method or format can do): a one-line error naming the layer
     and value, exit 1, and neither a GGUF nor a folder written;
+  - `nmkit bench accuracy` on the tiny model prints every row with its pruning split and the decode
+    tokens/s of each pattern's form;
   - a Hugging Face folder of the same model (HF names, q/k rows in HF's rotate-half order) pruned by
     magnitude comes back as safetensors under the HF names and row order, equal to numpy's section 2
     pruning of the HF tensors (so the q/k rows went back where they came from).
@@ -319,6 +321,24 @@ def main():
                 expect_ok=False)
         if p.returncode != 1 or p.stderr.count("\n") != 1 or "sparse24 needs pattern 2:4, not 6:8" not in p.stderr:
             failures.append(f"eval 6:8 as sparse24: exit {p.returncode}, stderr {p.stderr!r}")
+        # The accuracy table runs end to end on the tiny model: every row has its perplexity, each
+        # calibrated row its pruning split, each pattern its form's decode speed.
+        acc = os.path.join(tmp, "accuracy.json")
+        p = run([args.nmkit, "bench", "accuracy", model, "--text", calib, "--calib", calib, "--ctx", "32",
+                 "--chunks", "1", "--calib-seqs", str(SEQS), "--calib-len", str(LEN), "--patterns", "2:4,6:8",
+                 "--methods", "magnitude,sparsegpt", "--decode", "4", "--rounds", "1", "--json", acc])
+        with open(acc) as f:
+            rows = json.load(f)["rows"]
+        if [(r["pattern"], r["method"]) for r in rows] != [("dense", "-"), ("2:4", "magnitude"), ("2:4", "sparsegpt"),
+                                                           ("6:8", "magnitude"), ("6:8", "sparsegpt")]:
+            failures.append(f"bench accuracy rows {rows}")
+        for r in rows:
+            if not (r["perplexity"] > 1 and r.get("decode_tps", 0) > 0):
+                failures.append(f"bench accuracy row {r}")
+            if r["method"] == "sparsegpt" and not (r["prune_times"]["cholesky"] >= 0 and r["prune_times"]["total"] > 0):
+                failures.append(f"bench accuracy pruning split {r}")
+        if "decode tok/s" not in p.stdout or "f32 sparse24" not in p.stdout or "f32 nm" not in p.stdout:
+            failures.append(f"bench accuracy table: {p.stdout}")
         # A GGUF model as a lone safetensors file would have no config.json or tokenizer: refused
         # before any work, with the folder form named.
         lone = os.path.join(tmp, "lone.safetensors")

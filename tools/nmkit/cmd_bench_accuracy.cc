@@ -1,9 +1,15 @@
 // nmkit bench accuracy MODEL: the accuracy table of issue 11. Perplexity on the evaluation text
 // (docs/design.md 11.4, ctx 512) of the dense model and of every pattern x method, each pruned from
-// the dense model with calibration (docs/design.md section 12), in one run.
+// the dense model with calibration (docs/design.md section 12), in one run; the pruning seconds of
+// each run split as CalibTimes counts them (forward passes, Hessian/norm accumulation, Cholesky,
+// mask and updates); and the decode tokens/s of the f32 form each pattern runs in (dense; 2:4 as
+// sparse24; other patterns as nm), timed as `nmkit bench model` does (bench::measure_decode, 8-token
+// prompt) in interleaved rounds after the perplexities. Decode speed depends on the form, not on
+// which weights were kept, so it is timed once per pattern on a model pruned on load.
 #include <fmt/core.h>
 
 #include <fstream>
+#include <map>
 #include <memory>
 #include <sstream>
 
@@ -13,6 +19,9 @@
 #include "tools/nmkit/command.h"
 #include "nmkit/model_source.h"
 #include "nmkit/perplexity.h"
+#include "measure.h"
+#include "model_bench.h"
+#include "nmkit/threads.h"
 
 namespace nmkit::cli {
 namespace {
@@ -25,8 +34,51 @@ struct AccuracyArgs {
   std::string patterns = "6:8,4:8,2:4,1:4";
   std::string methods = "magnitude,wanda,sparsegpt";
   std::string json;
+  int64_t decode = 64;  // tokens per decode timing (0: no decode column)
+  int rounds = 3;
   CalibFlags calib;
 };
+
+// The f32 form a pattern runs in (as make run's sweep): 2:4 as sparse24, any other as nm.
+LinearFormat run_format(const std::optional<Pattern>& pattern) {
+  if (!pattern) return LinearFormat::Dense;
+  return *pattern == Pattern{2, 4} ? LinearFormat::Sparse24 : LinearFormat::NM;
+}
+
+// Median decode tokens/s of each pattern's form ("dense" first), in interleaved rounds.
+Result<std::map<std::string, double>> decode_speeds(const ModelSource& source, const std::vector<Pattern>& patterns,
+                                                    int64_t decode, int rounds) {
+  std::vector<std::optional<Pattern>> forms{std::nullopt};
+  for (Pattern p : patterns) forms.push_back(p);
+  std::vector<LlamaModel> models;
+  Progress progress("decode timing");
+  for (const auto& pattern : forms) {
+    ModelOptions options;
+    options.pattern = pattern;
+    options.format = run_format(pattern);
+    auto model = LlamaModel::build(source.params(), source.loader(), options);
+    if (!model.ok()) return model.error();
+    models.push_back(std::move(*model));
+  }
+  std::vector<std::vector<double>> speeds(models.size());
+  for (int r = 0; r < rounds; ++r) {
+    for (size_t i = 0; i < models.size(); ++i) {
+      progress.update(static_cast<size_t>(r) * models.size() + i + 1, models.size() * static_cast<size_t>(rounds),
+                      forms[i] ? forms[i]->str() : "dense");
+      LlamaSession session(models[i], 8 + decode);
+      if (r == 0) {  // untimed: first calls build lazily made forms
+        auto warm = bench::measure_decode(models[i], session, 8, 2);
+        if (!warm.ok()) return warm.error();
+      }
+      auto tps = bench::measure_decode(models[i], session, 8, decode);
+      if (!tps.ok()) return tps.error();
+      speeds[i].push_back(*tps);
+    }
+  }
+  std::map<std::string, double> out;
+  for (size_t i = 0; i < models.size(); ++i) out[forms[i] ? forms[i]->str() : "dense"] = bench::median_of(speeds[i]);
+  return out;
+}
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
@@ -80,8 +132,9 @@ int run(const AccuracyArgs& args) {
   popt.bos = tokenizer->bos();
   popt.add_bos = tokenizer->add_bos();
 
-  Table table({"pattern", "method", "perplexity", "x dense", "prune s", "eval s"});
+  if (args.decode < 0 || args.rounds < 1) return report_error("--decode must be >= 0 and --rounds >= 1");
   nlohmann::json rows = nlohmann::json::array();
+  std::vector<std::vector<std::string>> cells;  // the table's rows before the decode column
   double dense_ppl = 0;
   auto evaluate = [&](const std::optional<Pattern>& pattern, CalibMethod method) -> Status {
     ModelOptions options;
@@ -102,9 +155,13 @@ int run(const AccuracyArgs& args) {
     if (!pattern) dense_ppl = ppl->perplexity;
     const std::string pat = pattern ? pattern->str() : "dense";
     const std::string meth = pattern ? std::string(calib_method_name(method)) : "-";
-    table.add_row({pat, meth, fmt::format("{:.3f}", ppl->perplexity),
-                   dense_ppl > 0 ? fmt::format("{:.3f}", ppl->perplexity / dense_ppl) : "-",
-                   fmt::format("{:.1f}", prune_seconds), fmt::format("{:.1f}", ppl->seconds)});
+    const CalibTimes t = calib ? calib->report.seconds : CalibTimes{};
+    auto secs = [&](double v) { return calib ? fmt::format("{:.1f}", v) : std::string("-"); };
+    cells.push_back({pat, meth, fmt::format("{:.3f}", ppl->perplexity),
+                     dense_ppl > 0 ? fmt::format("{:.3f}", ppl->perplexity / dense_ppl) : "-", secs(prune_seconds),
+                     secs(t.forward), secs(t.stats), secs(t.cholesky), secs(t.prune),
+                     std::string("f32 ") + std::string(linear_format_name(run_format(pattern))),
+                     fmt::format("{:.1f}", ppl->seconds)});
     rows.push_back({{"pattern", pat}, {"method", meth}, {"perplexity", ppl->perplexity},
                     {"chunks", ppl->chunks}, {"prune_seconds", prune_seconds}, {"eval_seconds", ppl->seconds},
                     {"prune_times", calib ? calib_report_json(*calib, *pattern, method)["seconds"] : nlohmann::json()}});
@@ -117,14 +174,32 @@ int run(const AccuracyArgs& args) {
       if (Status st = evaluate(p, m); !st.ok()) return report_error(st.error());
     }
   }
+  std::map<std::string, double> decode;
+  if (args.decode > 0) {
+    auto speeds = decode_speeds(*source, patterns, args.decode, args.rounds);
+    if (!speeds.ok()) return report_error(speeds.error());
+    decode = std::move(*speeds);
+  }
   fmt::print("{} perplexity on {} (ctx {}{}), calibration {} x {} tokens{}\n", args.model, *text_path, args.ctx,
              args.chunks > 0 ? fmt::format(", {} chunks", args.chunks) : "", args.calib.seqs, args.calib.len,
              args.calib.refit > 0 ? fmt::format(", refit {} steps", args.calib.refit) : "");
+  fmt::print("prune s = forward passes + Hessian/norms + Cholesky + mask and updates (+ output error, packing); "
+             "decode: {} tokens after an 8-token prompt, median of {} interleaved rounds, {} threads\n",
+             args.decode, args.rounds, thread_count());
+  Table table({"pattern", "method", "perplexity", "x dense", "prune s", "forward s", "hessian s", "cholesky s",
+               "update s", "runs as", "decode tok/s", "eval s"});
+  for (size_t i = 0; i < cells.size(); ++i) {
+    std::vector<std::string> row = cells[i];
+    const auto it = decode.find(row[0]);
+    row.insert(row.begin() + 10, it == decode.end() ? std::string("-") : fmt::format("{:.1f}", it->second));
+    if (it != decode.end()) rows[i]["decode_tps"] = it->second;
+    table.add_row(row);
+  }
   fmt::print("{}", table.render());
   if (!args.json.empty()) {
     nlohmann::json doc = {{"model", args.model}, {"text", *text_path}, {"ctx", args.ctx},
                           {"calib_seqs", args.calib.seqs}, {"calib_len", args.calib.len},
-                          {"refit", args.calib.refit}, {"rows", rows}};
+                          {"refit", args.calib.refit}, {"decode_tokens", args.decode}, {"rows", rows}};
     auto file = prepare_text_file(args.json, doc.dump(2) + "\n");
     if (!file.ok()) return report_error(file.error());
     if (Status st = file->commit(); !st.ok()) return report_error(st.error());
@@ -145,6 +220,9 @@ const bool registered = register_command(CommandSpec{
       app.add_option("--patterns", args->patterns, "Comma-separated patterns")->capture_default_str();
       app.add_option("--methods", args->methods, "Comma-separated methods")->capture_default_str();
       app.add_option("--json", args->json, "Write the table as JSON");
+      app.add_option("--decode", args->decode, "Tokens per decode timing of each pattern's form (0: none)")
+          ->capture_default_str();
+      app.add_option("--rounds", args->rounds, "Interleaved decode timing rounds (median)")->capture_default_str();
       add_calib_flags(app, args->calib);
       return [args] { return run(*args); };
     },
