@@ -15,7 +15,9 @@ folder. Checks:
     (from_gguf) on a paragraph with digits, punctuation, whitespace runs, non-ASCII and emoji, and
     the PyPI `tokenizers` package loading the same tokenizer.json gives those ids too, and decodes
     them back to the text;
-  - `nmkit eval DIR` and `nmkit generate DIR` print the perplexity and text of the pruned GGUF.
+  - `nmkit eval DIR` and `nmkit generate DIR` print the perplexity and text of the pruned GGUF;
+  - the folder pruned again (a Hugging Face source) into a folder keeps its weights, config.json
+    and tokenizer files.
 Prints "SKIP: reason" when the model cannot be fetched.
 
 Usage: smollm2_hf_write.py --nmkit PATH --probe PATH/TO/nmkit_tokenize_probe
@@ -125,6 +127,20 @@ def main():
                 failures.append(f"{name}: not 2:4 (max {per_group.max()} kept per group, {kept.sum()} of {g.size})")
             if not np.array_equal(g[kept], r[kept]):
                 failures.append(f"{name}: kept values differ from the numpy HF rows (row order?)")
+
+        # The folder is itself a source: pruned again to 2:4 (nothing more to prune) into a folder, it
+        # comes back with the same weights, and its tokenizer files and config.json copied as they were.
+        again = os.path.join(tmp, "again")
+        run([args.nmkit, "prune", out_dir, "-o", again, "--pattern", "2:4", "--method", "magnitude"])
+        if sorted(os.listdir(again)) != want_files:
+            failures.append(f"re-pruned folder holds {sorted(os.listdir(again))}")
+        for name in ("config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"):
+            with open(os.path.join(out_dir, name), "rb") as a, open(os.path.join(again, name), "rb") as b:
+                if json.loads(a.read()) != json.loads(b.read()):
+                    failures.append(f"re-pruned folder: {name} differs")
+        _, _, twice = read_safetensors(os.path.join(again, "model.safetensors"))
+        if sorted(twice) != sorted(got) or any(not np.array_equal(twice[n], got[n]) for n in got):
+            failures.append("re-pruned folder: weights differ")
 
         # Tokenizer: GGUF (nmkit) == written tokenizer.json (nmkit) == written tokenizer.json (tokenizers).
         from tokenizers import Tokenizer as HfTokenizer
