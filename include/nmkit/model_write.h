@@ -26,7 +26,8 @@ Status write_model_gguf(const std::string& path, const LlamaModel& model, const 
                         DType dtype = DType::F32);
 
 // A model saved as a Hugging Face llama folder (docs/design.md section 11.1, "Writing a Hugging Face
-// folder"), which nmkit (ModelSource) and transformers load:
+// folder"), which nmkit (ModelSource) loads, in the layout transformers
+// reads (LlamaForCausalLM; not run against transformers in the tests, which have no torch):
 //   config.json             LlamaForCausalLM hyper-parameters from the model's LlamaParams (an HF
 //                           source's own config.json, with torch_dtype set to the written dtype)
 //   model.safetensors       LlamaModel::tensors() under HF names (model.layers.N.self_attn.q_proj.weight,

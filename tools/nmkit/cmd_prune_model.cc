@@ -2,7 +2,7 @@
 // attention and MLP linear of a llama model (docs/design.md 11.5), calibrated block by block for
 // wanda and sparsegpt (docs/design.md section 12), and writes, by the form of OUT:
 //   OUT.gguf         GGUF (a GGUF source: its metadata and tensor order), F32/F16/BF16 dense-masked;
-//   OUT (a folder)   a Hugging Face llama folder that nmkit and transformers load: config.json,
+//   OUT (a folder)   a Hugging Face llama folder that nmkit loads (transformers' layout): config.json,
 //                    model.safetensors under HF names with q/k rows in HF order, tokenizer files
 //                    (write_model_hf; any source);
 //   OUT.safetensors  a Hugging Face source only: the weights under its own names and row order, to
