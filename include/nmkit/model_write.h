@@ -1,5 +1,5 @@
 // Saving a LlamaModel's weights (after pruning on load or calibrated pruning) as a GGUF file that
-// llama.cpp-compatible readers load (docs/design.md 11.1).
+// llama.cpp-compatible readers load, or as a Hugging Face llama folder (docs/design.md 11.1).
 #pragma once
 
 #include <cstddef>

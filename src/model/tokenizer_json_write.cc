@@ -6,6 +6,8 @@
 // individual digits, then ByteLevel), so `tokenizers` and nmkit split the text alike.
 #include <algorithm>
 #include <string>
+#include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -89,10 +91,18 @@ Result<HfTokenizerFiles> hf_tokenizer_files(const GgufFile& file, int64_t n_ctx_
   if (!merges.ok()) return merges.error();
 
   ojson added = ojson::array();
+  // The vocabulary in id order. ordered_json's operator[] searches linearly (49152^2 / 2 string
+  // compares for SmolLM2), so entries are appended to its vector directly, duplicates found by set.
   ojson vocab = ojson::object();
+  auto& entries = vocab.get_ref<ojson::object_t&>();
+  entries.reserve(static_cast<size_t>(tok.n_vocab()));
+  std::unordered_set<std::string_view> seen;
   for (int32_t id = 0; id < tok.n_vocab(); ++id) {
     const std::string& text = tok.token_text(id);
-    vocab[text] = id;
+    if (!seen.insert(text).second) {
+      return Error(where + "tokenizer.ggml.tokens holds '" + text + "' twice");  // Tokenizer::create refuses it too
+    }
+    entries.emplace_back(text, id);
     const TokenType type = tok.token_type(id);
     // Control tokens are HF "special" added tokens, user-defined ones plain added tokens: the two
     // kinds Tokenizer::from_hf_json maps back to types 3 and 4.
@@ -105,9 +115,6 @@ Result<HfTokenizerFiles> hf_tokenizer_files(const GgufFile& file, int64_t n_ctx_
                             {"normalized", type != TokenType::kControl},
                             {"special", type == TokenType::kControl}});
     }
-  }
-  if (static_cast<size_t>(vocab.size()) != static_cast<size_t>(tok.n_vocab())) {
-    return Error(where + "tokenizer.ggml.tokens holds the same text twice");  // Tokenizer::create refuses it too
   }
   auto text_of = [&](int32_t id) { return id < 0 ? ojson(nullptr) : ojson(tok.token_text(id)); };
   // A BOS/EOS the GGUF asks for is added by a TemplateProcessing post-processor, as HF does it.

@@ -160,14 +160,14 @@ int run_prune_model(const std::string& input, const std::string& output, const s
     return report_error("-o " + output + ": a GGUF model is written as safetensors inside a Hugging Face folder "
                         "(config.json, model.safetensors, tokenizer.json): give a folder, -o DIR/");
   }
-  if (is_folder_output(output)) {  // a folder nmkit may not replace fails before the long work
-    if (Status st = check_hf_output_folder(output); !st.ok()) return report_error(st.error().with_context("-o "));
-  }
   std::vector<FileRole> outputs{{"-o", output}};
   if (!report_path.empty()) outputs.push_back({"--report", report_path});
   std::vector<FileRole> inputs{{"input", input}};
   if (!flags.calib.calib.empty()) inputs.push_back({"--calib", flags.calib.calib});
   if (auto distinct = check_distinct_files(outputs, inputs); !distinct.ok()) return report_error(distinct.error());
+  if (is_folder_output(output)) {  // a folder nmkit may not replace fails before the long work
+    if (Status st = check_hf_output_folder(output); !st.ok()) return report_error(st.error().with_context("-o "));
+  }
   if (!report_path.empty()) {  // an unwritable report folder fails before the long work
     auto probe = PendingFile::create(report_path);
     if (!probe.ok()) return report_error(probe.error());
