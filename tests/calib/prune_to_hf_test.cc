@@ -4,14 +4,19 @@
 // is the exact inverse of the loader's, which tests/model_source/hf_equivalence.py checks against
 // convert_hf_to_gguf.py's). The written tokenizer gives the GGUF tokenizer's ids. Also: a folder
 // holding a file nmkit did not write is refused and left as it was, an nmkit folder is replaced,
-// an unsupported tokenizer writes nothing, and no temporary folder is left behind.
+// a failure mid-write or an unsupported tokenizer writes nothing (an existing folder stays as it
+// was), no temporary folder is left behind, and a killed writer's unlocked one is removed.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -236,6 +241,46 @@ TEST_F(PruneToHf, SparseGptModelReloadsWithIdenticalLogitsAndTokenizer) {
   EXPECT_TRUE(fs::exists(out + "/notes.txt"));
   EXPECT_EQ(bf16->find("lm_head.weight")->dtype, DType::BF16);
   EXPECT_TRUE(no_temporaries());
+}
+
+TEST_F(PruneToHf, FailureMidWriteLeavesNoFolderAndStaleTemporariesGo) {
+  const LlamaParams p = params();
+  write_tiny_gguf(path("tiny.gguf"), p);
+  auto source = ModelSource::open(path("tiny.gguf"));
+  ASSERT_TRUE(source.ok()) << source.error().message();
+  ModelOptions options;
+  options.keep_dense_weights = true;
+  auto model = LlamaModel::build(source->params(), source->loader(), options);
+  ASSERT_TRUE(model.ok());
+  // A failure while model.safetensors is being written (here a throwing progress callback, which
+  // the writer turns into an Error): no folder, no temporary.
+  auto fail_at_5 = [](size_t i, size_t, const OutputTensor&) {
+    if (i == 5) throw std::runtime_error("disk on fire");
+  };
+  const Status failed = write_model_hf(path("out"), *model, *source, DType::F32, fail_at_5);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.error().message().find("disk on fire"), std::string::npos) << failed.error().message();
+  EXPECT_FALSE(fs::exists(path("out")));
+  EXPECT_TRUE(no_temporaries());
+  // The same over an existing folder leaves it as it was.
+  ASSERT_TRUE(write_model_hf(path("out"), *model, *source, DType::BF16).ok());
+  ASSERT_FALSE(write_model_hf(path("out"), *model, *source, DType::F32, fail_at_5).ok());
+  auto kept = SafetensorsFile::open(path("out/model.safetensors"));
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(kept->find("model.embed_tokens.weight")->dtype, DType::BF16);
+  EXPECT_TRUE(no_temporaries());
+  // A temporary folder of a killed writer (nobody holds its lock) is removed by the next write; one
+  // being written (locked) is not.
+  fs::create_directories(path("out.tmp.AbC123"));
+  std::ofstream(path("out.tmp.AbC123/config.json")) << "{}";
+  fs::create_directories(path("out.tmp.Locked"));
+  const int fd = ::open(path("out.tmp.Locked").c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  ASSERT_TRUE(write_model_hf(path("out"), *model, *source).ok());
+  EXPECT_FALSE(fs::exists(path("out.tmp.AbC123")));
+  EXPECT_TRUE(fs::exists(path("out.tmp.Locked")));
+  ::close(fd);
 }
 
 TEST_F(PruneToHf, UnsupportedTokenizerWritesNothing) {
