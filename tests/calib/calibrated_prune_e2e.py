@@ -332,8 +332,12 @@ def main():
         if [(r["pattern"], r["method"]) for r in rows] != [("dense", "-"), ("2:4", "magnitude"), ("2:4", "sparsegpt"),
                                                            ("6:8", "magnitude"), ("6:8", "sparsegpt")]:
             failures.append(f"bench accuracy rows {rows}")
+        forms = {"dense": ["f32 dense", "int8 dense"], "2:4": ["f32 sparse24", "int8 sparse24"],
+                 "6:8": ["f32 nm", "int8 slid"]}
         for r in rows:
-            if not (r["perplexity"] > 1 and r.get("decode_tps", 0) > 0):
+            speeds = r.get("decode_tps", {})
+            if not (r["perplexity"] > 1 and sorted(speeds) == sorted(forms[r["pattern"]]) and
+                    all(v > 0 for v in speeds.values())):
                 failures.append(f"bench accuracy row {r}")
             if r["method"] == "sparsegpt" and not (r["prune_times"]["cholesky"] >= 0 and r["prune_times"]["total"] > 0):
                 failures.append(f"bench accuracy pruning split {r}")

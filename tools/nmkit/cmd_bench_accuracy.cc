@@ -2,10 +2,11 @@
 // (docs/design.md 11.4, ctx 512) of the dense model and of every pattern x method, each pruned from
 // the dense model with calibration (docs/design.md section 12), in one run; the pruning seconds of
 // each run split as CalibTimes counts them (forward passes, Hessian/norm accumulation, Cholesky,
-// mask and updates); and the decode tokens/s of the f32 form each pattern runs in (dense; 2:4 as
-// sparse24; other patterns as nm), timed as `nmkit bench model` does (bench::measure_decode, 8-token
-// prompt) in interleaved rounds after the perplexities. Decode speed depends on the form, not on
-// which weights were kept, so it is timed once per pattern on a model pruned on load.
+// mask and updates); and the decode tokens/s of the forms each pattern runs in (f32: dense, 2:4 as
+// sparse24, others as nm; int8: dense, 2:4 as sparse24, slidable patterns as slid), timed as `nmkit
+// bench model` does (bench::measure_decode, 8-token prompt) in interleaved rounds after the
+// perplexities. Decode speed depends on the form, not on which weights were kept, so it is timed
+// once per pattern and form on a model pruned on load (by magnitude).
 #include <fmt/core.h>
 
 #include <fstream>
@@ -39,32 +40,56 @@ struct AccuracyArgs {
   CalibFlags calib;
 };
 
-// The f32 form a pattern runs in (as make run's sweep): 2:4 as sparse24, any other as nm.
-LinearFormat run_format(const std::optional<Pattern>& pattern) {
-  if (!pattern) return LinearFormat::Dense;
-  return *pattern == Pattern{2, 4} ? LinearFormat::Sparse24 : LinearFormat::NM;
+// The forms a pattern runs in: f32 as make run's sweep does (2:4 as sparse24, any other as nm), and
+// int8 (2:4 as sparse24, a slidable (2N-2):2N-or-sparser pattern as slid, others none; dense as dense).
+struct RunForm {
+  DType weights = DType::F32;
+  LinearFormat format = LinearFormat::Dense;
+  std::string name() const {
+    return std::string(weights == DType::F32 ? "f32 " : "int8 ") + std::string(linear_format_name(format));
+  }
+};
+RunForm f32_form(const std::optional<Pattern>& pattern) {
+  if (!pattern) return {};
+  return {DType::F32, *pattern == Pattern{2, 4} ? LinearFormat::Sparse24 : LinearFormat::NM};
+}
+std::optional<RunForm> int8_form(const std::optional<Pattern>& pattern) {
+  if (!pattern) return RunForm{DType::I8, LinearFormat::Dense};
+  if (*pattern == Pattern{2, 4}) return RunForm{DType::I8, LinearFormat::Sparse24};
+  if (pattern->slidable()) return RunForm{DType::I8, LinearFormat::Slid};
+  return std::nullopt;
+}
+std::string form_key(const std::optional<Pattern>& pattern, const RunForm& form) {
+  return (pattern ? pattern->str() : "dense") + " " + form.name();
 }
 
-// Median decode tokens/s of each pattern's form ("dense" first), in interleaved rounds.
+// Median decode tokens/s of each pattern's forms (dense first), keyed by form_key, in interleaved rounds.
 Result<std::map<std::string, double>> decode_speeds(const ModelSource& source, const std::vector<Pattern>& patterns,
                                                     int64_t decode, int rounds) {
-  std::vector<std::optional<Pattern>> forms{std::nullopt};
-  for (Pattern p : patterns) forms.push_back(p);
+  std::vector<std::optional<Pattern>> all{std::nullopt};
+  for (Pattern p : patterns) all.push_back(p);
+  std::vector<std::string> keys;
   std::vector<LlamaModel> models;
   Progress progress("decode timing");
-  for (const auto& pattern : forms) {
-    ModelOptions options;
-    options.pattern = pattern;
-    options.format = run_format(pattern);
-    auto model = LlamaModel::build(source.params(), source.loader(), options);
-    if (!model.ok()) return model.error();
-    models.push_back(std::move(*model));
+  for (const auto& pattern : all) {
+    std::vector<RunForm> forms{f32_form(pattern)};
+    if (auto f = int8_form(pattern)) forms.push_back(*f);
+    for (const RunForm& form : forms) {
+      ModelOptions options;
+      options.pattern = pattern;
+      options.weights = form.weights;
+      options.format = form.format;
+      auto model = LlamaModel::build(source.params(), source.loader(), options);
+      if (!model.ok()) return model.error();
+      models.push_back(std::move(*model));
+      keys.push_back(form_key(pattern, form));
+    }
   }
   std::vector<std::vector<double>> speeds(models.size());
   for (int r = 0; r < rounds; ++r) {
     for (size_t i = 0; i < models.size(); ++i) {
       progress.update(static_cast<size_t>(r) * models.size() + i + 1, models.size() * static_cast<size_t>(rounds),
-                      forms[i] ? forms[i]->str() : "dense");
+                      keys[i]);
       LlamaSession session(models[i], 8 + decode);
       if (r == 0) {  // untimed: first calls build lazily made forms
         auto warm = bench::measure_decode(models[i], session, 8, 2);
@@ -76,7 +101,7 @@ Result<std::map<std::string, double>> decode_speeds(const ModelSource& source, c
     }
   }
   std::map<std::string, double> out;
-  for (size_t i = 0; i < models.size(); ++i) out[forms[i] ? forms[i]->str() : "dense"] = bench::median_of(speeds[i]);
+  for (size_t i = 0; i < models.size(); ++i) out[keys[i]] = bench::median_of(speeds[i]);
   return out;
 }
 
@@ -134,7 +159,8 @@ int run(const AccuracyArgs& args) {
 
   if (args.decode < 0 || args.rounds < 1) return report_error("--decode must be >= 0 and --rounds >= 1");
   nlohmann::json rows = nlohmann::json::array();
-  std::vector<std::vector<std::string>> cells;  // the table's rows before the decode column
+  std::vector<std::vector<std::string>> cells;  // the table's rows before the decode columns
+  std::vector<std::optional<Pattern>> forms_of_row;
   double dense_ppl = 0;
   auto evaluate = [&](const std::optional<Pattern>& pattern, CalibMethod method) -> Status {
     ModelOptions options;
@@ -160,8 +186,8 @@ int run(const AccuracyArgs& args) {
     cells.push_back({pat, meth, fmt::format("{:.3f}", ppl->perplexity),
                      dense_ppl > 0 ? fmt::format("{:.3f}", ppl->perplexity / dense_ppl) : "-", secs(prune_seconds),
                      secs(t.forward), secs(t.stats), secs(t.cholesky), secs(t.prune),
-                     std::string("f32 ") + std::string(linear_format_name(run_format(pattern))),
                      fmt::format("{:.1f}", ppl->seconds)});
+    forms_of_row.push_back(pattern);
     rows.push_back({{"pattern", pat}, {"method", meth}, {"perplexity", ppl->perplexity},
                     {"chunks", ppl->chunks}, {"prune_seconds", prune_seconds}, {"eval_seconds", ppl->seconds},
                     {"prune_times", calib ? calib_report_json(*calib, *pattern, method)["seconds"] : nlohmann::json()}});
@@ -187,12 +213,19 @@ int run(const AccuracyArgs& args) {
              "decode: {} tokens after an 8-token prompt, median of {} interleaved rounds, {} threads\n",
              args.decode, args.rounds, thread_count());
   Table table({"pattern", "method", "perplexity", "x dense", "prune s", "forward s", "hessian s", "cholesky s",
-               "update s", "runs as", "decode tok/s", "eval s"});
+               "update s", "eval s", "f32 form", "decode tok/s", "int8 form", "decode tok/s"});
   for (size_t i = 0; i < cells.size(); ++i) {
     std::vector<std::string> row = cells[i];
-    const auto it = decode.find(row[0]);
-    row.insert(row.begin() + 10, it == decode.end() ? std::string("-") : fmt::format("{:.1f}", it->second));
-    if (it != decode.end()) rows[i]["decode_tps"] = it->second;
+    const std::optional<Pattern>& pattern = forms_of_row[i];
+    nlohmann::json speeds = nlohmann::json::object();
+    std::vector<std::optional<RunForm>> forms{f32_form(pattern), int8_form(pattern)};
+    for (const auto& form : forms) {
+      row.push_back(form ? form->name() : "-");
+      const auto it = form ? decode.find(form_key(pattern, *form)) : decode.end();
+      row.push_back(it == decode.end() ? std::string("-") : fmt::format("{:.1f}", it->second));
+      if (it != decode.end()) speeds[form->name()] = it->second;
+    }
+    rows[i]["decode_tps"] = speeds;
     table.add_row(row);
   }
   fmt::print("{}", table.render());
