@@ -42,7 +42,8 @@ Status write_model_gguf(const std::string& path, const LlamaModel& model, const 
 // when complete (an existing DIR is swapped out with renameat2(RENAME_EXCHANGE) and then removed,
 // and only when it holds nothing but the files listed here, so no other folder is ever replaced).
 // On error the temporary folder is removed and DIR is untouched; a temporary folder left by a
-// killed process (not locked) is removed by the next write to DIR. `on_tensor` reports progress.
+// killed process (not locked, older than the write) is removed by the next write to DIR.
+// `on_tensor` reports progress.
 Status write_model_hf(const std::string& dir, const LlamaModel& model, const ModelSource& source,
                       DType dtype = DType::F32,
                       const std::function<void(size_t i, size_t n, const OutputTensor&)>& on_tensor = {});

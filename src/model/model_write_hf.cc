@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <set>
 #include <sstream>
 #include <string>
@@ -84,14 +86,23 @@ class PendingFolder {
  public:
   static Result<PendingFolder> create(const std::string& target) {
     remove_stale(target);
-    std::string pattern = target + ".tmp.XXXXXX";
-    std::vector<char> buffer(pattern.begin(), pattern.end());
-    buffer.push_back('\0');
-    if (::mkdtemp(buffer.data()) == nullptr) {
-      return Error(target + ": cannot create a temporary folder beside it: " + errno_text(errno));
-    }
+    // mkdir (mode 0777 less the umask, as any folder the user makes) rather than mkdtemp, whose 0700
+    // the renamed folder would keep.
+    static constexpr char kChars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    std::random_device seed;
+    std::mt19937_64 rng((static_cast<uint64_t>(seed()) << 32) ^ static_cast<uint64_t>(::getpid()));
     PendingFolder folder;
-    folder.path_ = buffer.data();
+    for (int attempt = 0;; ++attempt) {
+      std::string name = target + ".tmp.";
+      for (int i = 0; i < 6; ++i) name += kChars[rng() % (sizeof(kChars) - 1)];
+      if (::mkdir(name.c_str(), 0777) == 0) {
+        folder.path_ = name;
+        break;
+      }
+      if (errno != EEXIST || attempt == 100) {
+        return Error(target + ": cannot create a temporary folder beside it: " + errno_text(errno));
+      }
+    }
     folder.fd_ = ::open(folder.path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (folder.fd_ < 0 || ::flock(folder.fd_, LOCK_EX | LOCK_NB) != 0) {
       return Error(folder.path_ + ": cannot lock the temporary folder: " + errno_text(errno));
@@ -134,8 +145,11 @@ class PendingFolder {
  private:
   PendingFolder() = default;
 
-  // Temporary folders of `target` that no process holds locked were left by a killed writer.
+  // Temporary folders of `target` that no process holds locked and that are older than this write
+  // were left by a killed writer (a younger one may be another writer's, between mkdir and flock).
   static void remove_stale(const std::string& target) {
+    struct timespec now {};
+    ::clock_gettime(CLOCK_REALTIME, &now);
     const fs::path t(target);
     const fs::path parent = t.parent_path().empty() ? fs::path(".") : t.parent_path();
     const std::string prefix = t.filename().string() + ".tmp.";
@@ -144,6 +158,8 @@ class PendingFolder {
       const std::string name = entry.path().filename().string();
       if (name.size() != prefix.size() + 6 || name.compare(0, prefix.size(), prefix) != 0) continue;
       if (!entry.is_directory(ec)) continue;
+      struct stat st {};
+      if (::stat(entry.path().c_str(), &st) != 0 || st.st_mtim.tv_sec + 2 > now.tv_sec) continue;  // 2 s: whole-second slack
       const int fd = ::open(entry.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
       if (fd < 0) continue;
       if (::flock(fd, LOCK_EX | LOCK_NB) == 0) fs::remove_all(entry.path(), ec);

@@ -9,8 +9,10 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -166,6 +168,11 @@ TEST_F(PruneToHf, SparseGptModelReloadsWithIdenticalLogitsAndTokenizer) {
   const Status written = write_model_hf(out + "/", *model, *source);
   ASSERT_TRUE(written.ok()) << written.error().message();
   EXPECT_TRUE(no_temporaries());
+  const mode_t mask = ::umask(0);  // the folder gets the mode any folder the user makes gets
+  ::umask(mask);
+  struct stat st {};
+  ASSERT_EQ(::stat(out.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0777 & ~mask);
   for (const char* f : {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
                         "generation_config.json"}) {
     EXPECT_TRUE(fs::is_regular_file(out + "/" + f)) << f;
@@ -269,17 +276,22 @@ TEST_F(PruneToHf, FailureMidWriteLeavesNoFolderAndStaleTemporariesGo) {
   ASSERT_TRUE(kept.ok());
   EXPECT_EQ(kept->find("model.embed_tokens.weight")->dtype, DType::BF16);
   EXPECT_TRUE(no_temporaries());
-  // A temporary folder of a killed writer (nobody holds its lock) is removed by the next write; one
-  // being written (locked) is not.
+  // A temporary folder of a killed writer (nobody holds its lock, older than the write) is removed
+  // by the next write; one being written (locked), or made after the write began, is not.
   fs::create_directories(path("out.tmp.AbC123"));
   std::ofstream(path("out.tmp.AbC123/config.json")) << "{}";
   fs::create_directories(path("out.tmp.Locked"));
+  for (const char* stale : {"out.tmp.AbC123", "out.tmp.Locked"}) {  // older than the write to come
+    fs::last_write_time(path(stale), fs::file_time_type::clock::now() - std::chrono::seconds(5));
+  }
+  fs::create_directories(path("out.tmp.Young1"));  // another writer's, just made: not yet locked
   const int fd = ::open(path("out.tmp.Locked").c_str(), O_RDONLY | O_DIRECTORY);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
   ASSERT_TRUE(write_model_hf(path("out"), *model, *source).ok());
   EXPECT_FALSE(fs::exists(path("out.tmp.AbC123")));
   EXPECT_TRUE(fs::exists(path("out.tmp.Locked")));
+  EXPECT_TRUE(fs::exists(path("out.tmp.Young1")));
   ::close(fd);
 }
 

@@ -116,7 +116,8 @@ const bool registered = register_command(CommandSpec{
     [](CLI::App& app) -> std::function<int()> {
       auto args = std::make_shared<PruneArgs>();
       app.add_option("input", args->input, "Input checkpoint (.safetensors), or a model (GGUF file or Hugging Face folder)")->required();
-      app.add_option("-o,--output", args->output, "Output checkpoint (written atomically)")->required();
+      app.add_option("-o,--output", args->output, "Output checkpoint (written atomically); for a GGUF/Hugging Face model: OUT.gguf, or a folder "
+                     "DIR/ holding a Hugging Face checkpoint")->required();
       app.add_option("--pattern", args->pattern, "N:M pattern keep:group, e.g. 2:4, 6:8 (1 <= keep < group <= 64)")
           ->required();
       app.add_option("--method", args->method, "magnitude | gradient (|w*g|, needs --grad) | wanda (|w|*a[k], "
