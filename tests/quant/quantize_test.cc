@@ -18,14 +18,14 @@
 #include <utility>
 #include <vector>
 
-#include "cpu/kernel_table.h"
 #include "nmkit/quant.h"
 #include "nmkit/slide.h"
 #include "nmkit/threads.h"
-#include "quant/quantize_with.h"
-#include "ref/quant_ref.h"
-#include "quant/tiers.h"
-#include "util/random.h"
+#include "src/cpu/kernel_table.h"
+#include "src/quant/quantize_with.h"
+#include "src/ref/quant_ref.h"
+#include "tests/quant/tiers.h"
+#include "tests/util/random.h"
 
 namespace nmkit {
 namespace {
