@@ -1,6 +1,7 @@
 #include "tools/nmkit/cli_util.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -89,6 +90,10 @@ bool NameFilter::selected(const std::string& name) const {
   return true;
 }
 
+std::function<bool(std::string_view name)> NameFilter::predicate() const {
+  return [filter = *this](std::string_view name) { return filter.selected(std::string(name)); };
+}
+
 void Table::add_row(std::vector<std::string> cells) {
   cells.resize(header_.size());
   // Names come from files: escaped and cut like in error lines (issue 13, M3/M4).
@@ -128,6 +133,11 @@ std::string Table::render() const {
     }
   }
   return out;
+}
+
+void keep_freed_blocks_in_heap() {
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
 std::string human_bytes(double bytes) {
