@@ -27,7 +27,7 @@ struct QuantizeArgs {
 
 int run(const QuantizeArgs& args) {
   const auto type = quant_type_from_name(args.dtype);
-  if (!type) return report_error(fmt::format("--dtype '{}': expected int8 or e4m3", args.dtype));
+  if (!type.ok()) return report_error(type.error().with_context("--dtype: "));
   QuantizeCheckpointJob job;
   job.input = args.input;
   job.output = args.output;
