@@ -52,6 +52,11 @@ void Progress::update(size_t i, size_t n, std::string_view name) {
   shown_ = true;
 }
 
+std::function<void(size_t i, size_t n, const std::string& name)> Progress::tensor_callback() {
+  if (!enabled_) return {};
+  return [this](size_t i, size_t n, const std::string& name) { update(i, n, name); };
+}
+
 void Progress::clear() {
   if (!enabled_ || !shown_) return;
   fmt::print(stderr, "\r{:79}\r", "");

@@ -34,6 +34,9 @@ class Progress {
 
   void update(size_t i, size_t n, std::string_view name);
   void clear();  // erases the line (also done by the destructor)
+  // update() as a per-tensor progress callback for the library's checkpoint jobs; empty (no calls at
+  // all) when the line is not shown.
+  std::function<void(size_t i, size_t n, const std::string& name)> tensor_callback();
   bool enabled() const { return enabled_; }
 
  private:

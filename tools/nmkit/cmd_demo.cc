@@ -199,9 +199,7 @@ int run(const DemoArgs& args) {
                    .string();
     job.output = r.output;
     Progress progress("pruning to " + r.pattern.str());
-    if (progress.enabled()) {
-      job.on_tensor = [&progress](size_t i, size_t n, const std::string& name) { progress.update(i, n, name); };
-    }
+    job.on_tensor = progress.tensor_callback();
     auto outcome = prune_checkpoint(job);
     progress.clear();
     if (!outcome.ok()) return report_error(outcome.error());

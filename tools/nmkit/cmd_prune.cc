@@ -87,9 +87,7 @@ int run(const PruneArgs& args) {
   }
 
   Progress progress("writing");
-  if (progress.enabled()) {
-    job->on_tensor = [&progress](size_t i, size_t n, const std::string& name) { progress.update(i, n, name); };
-  }
+  job->on_tensor = progress.tensor_callback();
   keep_freed_blocks_in_heap();
   auto prepared = prepare_prune_checkpoint(*job);
   progress.clear();

@@ -47,9 +47,7 @@ int run(const QuantizeArgs& args) {
     return report_error(distinct.error());
   }
   Progress progress("quantizing");
-  if (progress.enabled()) {
-    job.on_tensor = [&progress](size_t i, size_t n, const std::string& name) { progress.update(i, n, name); };
-  }
+  job.on_tensor = progress.tensor_callback();
   auto outcome = quantize_checkpoint(job);
   progress.clear();
   if (!outcome.ok()) return report_error(outcome.error());

@@ -52,9 +52,7 @@ int run(const SlideArgs& args) {
   job.noncompliant_hint =
       fmt::format("run `nmkit prune {} -o PRUNED.safetensors --pattern {}` first", args.input, args.pattern);
   Progress progress("sliding");
-  if (progress.enabled()) {
-    job.on_tensor = [&progress](size_t i, size_t n, const std::string& name) { progress.update(i, n, name); };
-  }
+  job.on_tensor = progress.tensor_callback();
   auto outcome = slide_checkpoint(job);
   progress.clear();
   if (!outcome.ok()) return report_error(outcome.error());
