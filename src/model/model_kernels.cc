@@ -134,6 +134,30 @@ NMKIT_INLINE void score_rows(const float* const* q, const float* Kt, int64_t str
     }
     for (int h = 0; h < Q; ++h) NMKIT_STORE16(scores + h * n_pos + j, acc[h] * scale);
   }
+  if (j == n_pos) return;
+  // The last n_pos % 16 positions: their keys copied into 16 zero-padded lanes, then the same vector
+  // sums (the strided scalar loop this replaces took half of attention's time in a SmolLM2 prefill,
+  // and rounded differently from the vector path).
+  constexpr int64_t kMaxTailDim = 256;
+  if (hd <= kMaxTailDim) {
+    float tail[kMaxTailDim * kLanes];
+    const int64_t left = n_pos - j;
+    for (int64_t d = 0; d < hd; ++d) {
+      for (int64_t l = 0; l < kLanes; ++l) tail[d * kLanes + l] = l < left ? Kt[d * stride + j + l] : 0.0f;
+    }
+    Vec16 acc[Q];
+    for (int h = 0; h < Q; ++h) acc[h] = Vec16{};
+    for (int64_t d = 0; d < hd; ++d) {
+      const Vec16 r = NMKIT_LOAD16(tail + d * kLanes);
+      for (int h = 0; h < Q; ++h) acc[h] += q[h][d] * r;
+    }
+    for (int h = 0; h < Q; ++h) {
+      float lanes[kLanes];
+      NMKIT_STORE16(lanes, acc[h] * scale);
+      for (int64_t l = 0; l < left; ++l) scores[h * n_pos + j + l] = lanes[l];
+    }
+    return;
+  }
   for (; j < n_pos; ++j) {
     for (int h = 0; h < Q; ++h) {
       float sum = 0;

@@ -28,10 +28,9 @@ void rope_angles(int64_t p, int64_t head_dim, float base, float* cos_sin);
 // the keys transposed and V (max n_pos, head_dim); positions past a query's n_pos must hold finite
 // values (they are read and weighted by exactly 0). scores holds nq * max(n_pos) floats. The queries
 // share every load of K and V (one vector load feeds nq multiply-adds, which also keeps nq
-// independent sums in flight), and each score is a dot product summed over head_dim in order. Scores
-// of 16 positions at a time go through the vector path, the last n % 16 through a scalar one (which
-// the compiler may contract differently), so a query's output can change in its last bits with the
-// longest n_pos of the call (SmolLM2, 2 chunks of 512: perplexity 32.29725 -> 32.29726).
+// independent sums in flight), and each score is a dot product summed over head_dim in order, by the
+// same vector code for every position (head_dim <= 256), so a query's output does not depend on the
+// other queries of the call.
 constexpr int kMaxQueries = 12;
 void attend(const float* const* q, const int64_t* n_pos, int nq, const float* Kt, int64_t kt_stride, const float* V,
             int64_t head_dim, float scale, float* scores, float* const* out);
