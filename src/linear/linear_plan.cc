@@ -84,6 +84,11 @@ constexpr int64_t kTileTokens = 64;
 //   tiles 0.52-0.71x of dense int8 on oneDNN at M=64 (576x576 0.55x, 192x576 0.52x, 1536x576 0.52x,
 //   576x1536 0.71x, 49152x576 0.60x), below the floor of issue 12 (a sparse form never slower than
 //   the dense one), and oneDNN on the 2:4 weight's dense copy 0.90-1.08x of dense at M=128.
+//   nm f32 and bf16 (f32 activations) moved at 32 until then: the same one-thread run at M=16
+//   (`--shapes smollm2,7b --m 16 --pattern 6:8 --own-kernels`) gave 6:8 f32 as slid token lanes
+//   0.61-0.90x of dense f32 on oneDNN (576x576 0.65x, 192x576 0.61x, 1536x576 0.68x, 576x1536
+//   0.72x, 4096x4096 0.75x, 11008x4096 0.90x) and 6:8 bf16 0.75-1.00x; on oneDNN's dense copy they
+//   run dense's GEMM (1.0x). Below 16 tokens not re-measured.
 // Thresholds per weight as the user built it (an nm weight packed slid counts as nm, whichever of
 // its forms a call reads), dtype and activation type.
 struct OnednnFrom {
@@ -95,7 +100,7 @@ struct OnednnFrom {
 constexpr OnednnFrom kOnednnFrom{
     /*dense_f32=*/4, /*dense_bf16=*/4, /*dense_bf16x=*/4, /*dense_int8=*/64,
     /*sparse24_f32=*/64, /*sparse24_bf16=*/64, /*sparse24_bf16x=*/16, /*sparse24_int8=*/64,
-    /*nm_f32=*/32, /*nm_bf16=*/32, /*nm_bf16x=*/8,
+    /*nm_f32=*/16, /*nm_bf16=*/16, /*nm_bf16x=*/8,
     /*slid_int8=*/64,
 };
 
