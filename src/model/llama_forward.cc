@@ -133,7 +133,7 @@ Status run_block(const LlamaModel::Impl& m, const Block& block, int64_t b, Scrat
   const int64_t seq_blocks = (seq_tokens + per_block - 1) / per_block;
   const int64_t blocks = n / seq_tokens * seq_blocks;
   const int64_t span = at.seq_len > 0 ? at.seq_len : at.pos0 + n;  // longest attention of the call
-  const int64_t task_cost = std::max<int64_t>(1, span * hd * 4 * std::min<int64_t>(group * per_block, kMaxQueries));
+  const int64_t task_cost = std::max<int64_t>(1, span * hd * 4 * heads * std::min(per_block, seq_tokens));
   const int64_t grain = std::max<int64_t>(1, 65536 / task_cost);
   const int64_t tasks = blocks * nkv * chunks;
   auto attend_tasks = [&](int64_t t0, int64_t t1) {
