@@ -28,8 +28,9 @@ function(nmkit_test name)
   cmake_parse_arguments(ARG "" "" "DEPS;ISA_TIERS" ${ARGN})
   file(GLOB sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/${name}/*.cc)
   add_executable(nmkit_test_${name} ${sources})
-  target_include_directories(nmkit_test_${name} PRIVATE ${PROJECT_SOURCE_DIR}/src
-                             ${PROJECT_SOURCE_DIR}/tests)
+  # Tests include their helpers as "tests/<folder>/X.h" and src-internal headers as "src/<module>/X.h"
+  # (both from the repository root); src stays on the path for the src headers' own includes.
+  target_include_directories(nmkit_test_${name} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(nmkit_test_${name} PRIVATE ${ARG_DEPS} nmkit_test_util GTest::gtest_main)
   nmkit_warnings(nmkit_test_${name})
   if(ARG_ISA_TIERS)

@@ -29,7 +29,8 @@ IsaTier detected_tier();
 // Tiers this machine runs, lowest first.
 std::vector<IsaTier> supported_tiers();
 std::string_view tier_name(IsaTier tier);  // "scalar", "avx2", "avx512"
-std::optional<IsaTier> tier_from_name(std::string_view name);
+// "scalar", "avx2", "avx512"; an Error naming the bad value and the accepted ones otherwise.
+Result<IsaTier> tier_from_name(std::string_view name);
 // The tier kernels use: NMKIT_ISA if set (an Error if unknown or above detected_tier()), else the
 // detected one. Read once per process.
 Result<IsaTier> active_tier();

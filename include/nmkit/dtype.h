@@ -19,7 +19,8 @@ enum class DType : uint8_t {
 size_t dtype_size(DType dtype);
 // The safetensors spelling: "F32", "BF16", "F8_E4M3", "BOOL", ...
 std::string_view dtype_name(DType dtype);
-std::optional<DType> dtype_from_name(std::string_view name);
+// The safetensors name ("F32", "BF16", ...); an Error naming the bad value and the accepted ones otherwise.
+Result<DType> dtype_from_name(std::string_view name);
 // f32, f16 and bf16: the dtypes nmkit prunes and computes with (every value converts exactly to f32).
 bool is_prunable(DType dtype);
 bool is_floating(DType dtype);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "nmkit/checkpoint.h"
+#include "nmkit/checkpoint_transform.h"
 #include "nmkit/cpu.h"
 #include "nmkit/dtype.h"
 #include "nmkit/files.h"
@@ -10,11 +11,14 @@
 #include "nmkit/metrics.h"
 #include "nmkit/pattern.h"
 #include "nmkit/prune.h"
+#include "nmkit/prune_checkpoint.h"
 #include "nmkit/quant.h"
 #include "nmkit/quant_linear.h"
+#include "nmkit/quantize_checkpoint.h"
 #include "nmkit/reference.h"
 #include "nmkit/safetensors.h"
 #include "nmkit/slide.h"
+#include "nmkit/slide_checkpoint.h"
 #include "nmkit/slide_geometry.h"
 #include "nmkit/status.h"
 #include "nmkit/tensor.h"

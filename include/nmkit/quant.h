@@ -27,7 +27,8 @@ namespace nmkit {
 enum class QuantType : uint8_t { Int8, E4M3 };
 
 std::string_view quant_type_name(QuantType type);  // "int8", "e4m3"
-std::optional<QuantType> quant_type_from_name(std::string_view name);
+// "int8", "e4m3" (or "fp8"); an Error naming the bad value and the accepted ones otherwise.
+Result<QuantType> quant_type_from_name(std::string_view name);
 // Dtype of the codes: I8 for Int8, F8_E4M3 for E4M3 (one byte each).
 inline DType quant_code_dtype(QuantType type) { return type == QuantType::Int8 ? DType::I8 : DType::F8_E4M3; }
 // The largest code magnitude: 127 or 448.

@@ -89,11 +89,11 @@ std::string_view tier_name(IsaTier tier) {
   return "unknown";
 }
 
-std::optional<IsaTier> tier_from_name(std::string_view name) {
+Result<IsaTier> tier_from_name(std::string_view name) {
   for (IsaTier t : {IsaTier::Scalar, IsaTier::Avx2, IsaTier::Avx512}) {
     if (tier_name(t) == name) return t;
   }
-  return std::nullopt;
+  return Error(ErrorCode::InvalidArgument, "unknown ISA tier " + quote_name(name) + " (expected scalar, avx2 or avx512)");
 }
 
 Result<IsaTier> active_tier() {
@@ -101,7 +101,7 @@ Result<IsaTier> active_tier() {
     const char* env = std::getenv("NMKIT_ISA");
     if (env == nullptr || *env == '\0') return detected_tier();
     const auto forced = tier_from_name(env);
-    if (!forced) {
+    if (!forced.ok()) {
       return Error("NMKIT_ISA='" + std::string(env) + "' is not one of scalar, avx2, avx512");
     }
     if (static_cast<int>(*forced) > static_cast<int>(detected_tier())) {

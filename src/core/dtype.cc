@@ -42,11 +42,14 @@ static_assert(static_cast<size_t>(DType::Bool) + 1 == kDTypes.size());
 size_t dtype_size(DType dtype) { return info(dtype).size; }
 std::string_view dtype_name(DType dtype) { return info(dtype).name; }
 
-std::optional<DType> dtype_from_name(std::string_view name) {
+Result<DType> dtype_from_name(std::string_view name) {
+  std::string accepted;
   for (const auto& entry : kDTypes) {
     if (entry.name == name) return entry.dtype;
+    accepted += accepted.empty() ? "" : ", ";
+    accepted += entry.name;
   }
-  return std::nullopt;
+  return Error(ErrorCode::InvalidArgument, "unknown dtype " + quote_name(name) + " (expected one of " + accepted + ")");
 }
 
 bool is_prunable(DType dtype) {

@@ -183,7 +183,7 @@ Result<WeightRecord> decode_record(std::string_view file, std::string_view name,
   auto dtype_text = get_string(root, "dtype", where);
   if (!dtype_text.ok()) return dtype_text.error();
   const auto dtype = dtype_from_name(*dtype_text);
-  if (!dtype) return Error(where + "unknown dtype " + io::quote_name(*dtype_text));
+  if (!dtype.ok()) return Error(where + "unknown dtype " + io::quote_name(*dtype_text));
   record.dtype = *dtype;
 
   const auto shape_it = root.find("shape");

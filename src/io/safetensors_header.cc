@@ -154,7 +154,7 @@ Result<TensorInfo> parse_entry(const std::string& name, const json& entry, uint6
   info.name = name;
   if (!dtype_it->is_string()) return Error(where + "dtype " + brief(*dtype_it) + " is not a string");
   const auto dtype = dtype_from_name(dtype_it->get_ref<const std::string&>());
-  if (!dtype) return Error(where + "unknown dtype " + brief(*dtype_it));
+  if (!dtype.ok()) return Error(where + "unknown dtype " + brief(*dtype_it));
   info.dtype = *dtype;
 
   auto shape = parse_shape(*shape_it, where);

@@ -7,10 +7,11 @@ std::string_view quant_type_name(QuantType type) {
   return type == QuantType::Int8 ? "int8" : "e4m3";
 }
 
-std::optional<QuantType> quant_type_from_name(std::string_view name) {
+Result<QuantType> quant_type_from_name(std::string_view name) {
   if (name == "int8") return QuantType::Int8;
   if (name == "e4m3" || name == "fp8") return QuantType::E4M3;
-  return std::nullopt;
+  return Error(ErrorCode::InvalidArgument,
+               "unknown quantization type " + quote_name(name) + " (expected int8 or e4m3; fp8 means e4m3)");
 }
 
 }  // namespace nmkit

@@ -11,7 +11,7 @@
 #include <random>
 
 #include "nmkit/calib_model.h"
-#include "util/random.h"
+#include "tests/util/random.h"
 
 namespace nmkit {
 namespace {

@@ -6,11 +6,11 @@
 #include <cstring>
 #include <limits>
 
-#include "calib/calib_data.h"
-#include "calib/calib_oracle.h"
 #include "nmkit/calib.h"
 #include "nmkit/prune.h"
-#include "util/random.h"
+#include "tests/calib/calib_data.h"
+#include "tests/calib/calib_oracle.h"
+#include "tests/util/random.h"
 
 namespace nmkit {
 namespace {

@@ -38,9 +38,14 @@ double f16_value(uint16_t h) {
 TEST(DType, NamesRoundTrip) {
   for (int i = 0; i <= static_cast<int>(DType::Bool); ++i) {
     const auto d = static_cast<DType>(i);
-    ASSERT_EQ(dtype_from_name(dtype_name(d)), d);
+    ASSERT_EQ(*dtype_from_name(dtype_name(d)), d);
   }
-  EXPECT_FALSE(dtype_from_name("F128").has_value());
+  const auto bad = dtype_from_name("F128");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code(), ErrorCode::InvalidArgument);
+  EXPECT_EQ(bad.error().message(),
+            "unknown dtype 'F128' (expected one of F64, F32, F16, BF16, F8_E4M3, F8_E5M2, I64, I32, I16, I8, U64, "
+            "U32, U16, U8, BOOL)");
   EXPECT_EQ(dtype_size(DType::BF16), 2u);
   EXPECT_TRUE(is_prunable(DType::BF16));
   EXPECT_FALSE(is_prunable(DType::I8));

@@ -61,8 +61,11 @@ TEST(Cpu, TiersAreConsistent) {
   ASSERT_FALSE(tiers.empty());
   EXPECT_EQ(tiers.front(), IsaTier::Scalar);
   EXPECT_EQ(tiers.back(), detected_tier());
-  for (auto t : tiers) EXPECT_EQ(tier_from_name(tier_name(t)), t);
-  EXPECT_FALSE(tier_from_name("sse9").has_value());
+  for (auto t : tiers) EXPECT_EQ(*tier_from_name(tier_name(t)), t);
+  const auto bad = tier_from_name("sse9");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code(), ErrorCode::InvalidArgument);
+  EXPECT_EQ(bad.error().message(), "unknown ISA tier 'sse9' (expected scalar, avx2 or avx512)");
   auto active = active_tier();
   ASSERT_TRUE(active.ok()) << active.error().message();
 }

@@ -7,7 +7,7 @@
 
 #include "nmkit/format.h"
 #include "nmkit/prune.h"
-#include "util/random.h"
+#include "tests/util/random.h"
 
 namespace nmkit {
 namespace {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "format/fill_oracle.h"
 #include "nmkit/format.h"
+#include "tests/format/fill_oracle.h"
 
 namespace nmkit {
 namespace {

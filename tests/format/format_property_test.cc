@@ -4,10 +4,10 @@
 
 #include <vector>
 
-#include "format/fill_oracle.h"
 #include "nmkit/format.h"
 #include "nmkit/prune.h"
-#include "util/random.h"
+#include "tests/format/fill_oracle.h"
+#include "tests/util/random.h"
 
 namespace nmkit {
 namespace {

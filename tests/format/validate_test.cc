@@ -7,8 +7,8 @@
 
 #include "nmkit/format.h"
 #include "nmkit/prune.h"
-#include "util/deadline.h"
-#include "util/random.h"
+#include "tests/util/deadline.h"
+#include "tests/util/random.h"
 
 namespace nmkit {
 namespace {

@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <string>
 
-#include "io/gguf_parse.h"
 #include "nmkit/gguf.h"
+#include "src/io/gguf_parse.h"
 
 namespace {
 

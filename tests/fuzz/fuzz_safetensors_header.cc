@@ -4,8 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "io/safetensors_header.h"
 #include "nmkit/tensor.h"
+#include "src/io/safetensors_header.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto* bytes = reinterpret_cast<const std::byte*>(data);

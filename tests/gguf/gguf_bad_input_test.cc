@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "gguf/gguf_hand_file.h"
-#include "io/gguf_parse.h"
-#include "io/io_test_util.h"
 #include "nmkit/dtype.h"
 #include "nmkit/gguf.h"
+#include "src/io/gguf_parse.h"
+#include "tests/gguf/gguf_hand_file.h"
+#include "tests/io/io_test_util.h"
 
 namespace nmkit {
 namespace {

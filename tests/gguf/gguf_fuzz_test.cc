@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "io/gguf_parse.h"
-#include "io/io_test_util.h"
 #include "nmkit/gguf.h"
+#include "src/io/gguf_parse.h"
+#include "tests/io/io_test_util.h"
 
 namespace nmkit {
 namespace {

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "io/io_test_util.h"
 #include "nmkit/dtype.h"
 #include "nmkit/gguf.h"
+#include "tests/io/io_test_util.h"
 
 namespace nmkit {
 namespace {

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "tests/io/io_test_util.h"
-#include "io/safetensors_header.h"
 #include "nmkit/safetensors.h"
-#include "util/random.h"
+#include "src/io/safetensors_header.h"
+#include "tests/io/io_test_util.h"
+#include "tests/util/random.h"
 
 namespace nmkit {
 namespace {

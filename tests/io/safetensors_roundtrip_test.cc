@@ -5,9 +5,9 @@
 #include <cstring>
 #include <random>
 
-#include "tests/io/io_test_util.h"
 #include "nmkit/safetensors.h"
-#include "util/random.h"
+#include "tests/io/io_test_util.h"
+#include "tests/util/random.h"
 
 namespace nmkit {
 namespace {

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "tests/io/io_test_util.h"
 #include "nmkit/safetensors.h"
-#include "util/random.h"
+#include "tests/io/io_test_util.h"
+#include "tests/util/random.h"
 
 namespace nmkit {
 namespace {

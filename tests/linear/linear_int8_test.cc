@@ -14,9 +14,9 @@
 #include "nmkit/linear.h"
 #include "nmkit/quant.h"
 #include "nmkit/slide.h"
-#include "ref/linear_ref.h"
-#include "ref/quant_ref.h"
-#include "util/random.h"
+#include "src/ref/linear_ref.h"
+#include "src/ref/quant_ref.h"
+#include "tests/util/random.h"
 
 namespace nmkit::test {
 namespace {

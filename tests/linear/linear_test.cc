@@ -11,15 +11,15 @@
 #include <utility>
 #include <vector>
 
-#include "cpu/linear_kernels.h"
-#include "linear/linear_driver.h"
-#include "linear/linear_pack.h"
-#include "linear/tolerance.h"
 #include "nmkit/format.h"
 #include "nmkit/linear.h"
 #include "nmkit/reference.h"
 #include "nmkit/slide.h"
-#include "util/random.h"
+#include "src/cpu/linear_kernels.h"
+#include "src/linear/linear_driver.h"
+#include "src/linear/linear_pack.h"
+#include "tests/linear/tolerance.h"
+#include "tests/util/random.h"
 
 namespace nmkit::test {
 namespace {

@@ -15,10 +15,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "io/io_test_util.h"
 #include "nmkit/gguf.h"
 #include "nmkit/model_source.h"
 #include "nmkit/safetensors.h"
+#include "tests/io/io_test_util.h"
 
 namespace nmkit {
 namespace {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "nmkit/prune.h"
-#include "util/random.h"
+#include "tests/util/random.h"
 
 namespace nmkit {
 namespace {

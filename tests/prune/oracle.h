@@ -16,7 +16,7 @@
 #include "nmkit/pattern.h"
 #include "nmkit/prune.h"
 #include "nmkit/tensor.h"
-#include "util/random.h"
+#include "tests/util/random.h"
 
 namespace nmkit::test {
 

@@ -8,8 +8,8 @@
 
 #include "nmkit/format.h"
 #include "nmkit/prune.h"
-#include "prune/oracle.h"
-#include "util/random.h"
+#include "tests/prune/oracle.h"
+#include "tests/util/random.h"
 
 namespace nmkit {
 namespace {

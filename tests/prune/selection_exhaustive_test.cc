@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "nmkit/prune.h"
-#include "prune/oracle.h"
+#include "tests/prune/oracle.h"
 
 namespace nmkit {
 namespace {

@@ -8,7 +8,7 @@
 #include "nmkit/format.h"
 #include "nmkit/linear.h"
 #include "nmkit/quant.h"
-#include "util/random.h"
+#include "tests/util/random.h"
 
 namespace nmkit {
 namespace {

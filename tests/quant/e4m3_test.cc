@@ -8,7 +8,7 @@
 #include <random>
 
 #include "nmkit/quant.h"
-#include "util/random.h"
+#include "tests/util/random.h"
 
 namespace nmkit {
 namespace {

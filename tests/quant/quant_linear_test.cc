@@ -10,7 +10,7 @@
 #include "nmkit/quant.h"
 #include "nmkit/quant_linear.h"
 #include "nmkit/slide.h"
-#include "util/random.h"
+#include "tests/util/random.h"
 
 namespace nmkit {
 namespace {

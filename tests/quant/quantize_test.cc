@@ -18,14 +18,14 @@
 #include <utility>
 #include <vector>
 
-#include "cpu/kernel_table.h"
 #include "nmkit/quant.h"
 #include "nmkit/slide.h"
 #include "nmkit/threads.h"
-#include "quant/quantize_with.h"
-#include "ref/quant_ref.h"
-#include "quant/tiers.h"
-#include "util/random.h"
+#include "src/cpu/kernel_table.h"
+#include "src/quant/quantize_with.h"
+#include "src/ref/quant_ref.h"
+#include "tests/quant/tiers.h"
+#include "tests/util/random.h"
 
 namespace nmkit {
 namespace {
@@ -358,9 +358,13 @@ TEST(Quantize, BadArguments) {
   ASSERT_TRUE(zeros.ok());
   for (int64_t i = 0; i < 32; ++i) EXPECT_EQ(zeros->codes.as<uint8_t>()[i], 0);
   EXPECT_EQ(zeros->scales.as<float>()[0], 1.0f);
-  EXPECT_EQ(quant_type_from_name("int8"), QuantType::Int8);
-  EXPECT_EQ(quant_type_from_name("e4m3"), QuantType::E4M3);
-  EXPECT_FALSE(quant_type_from_name("int4").has_value());
+  EXPECT_EQ(*quant_type_from_name("int8"), QuantType::Int8);
+  EXPECT_EQ(*quant_type_from_name("e4m3"), QuantType::E4M3);
+  EXPECT_EQ(*quant_type_from_name("fp8"), QuantType::E4M3);
+  const auto bad = quant_type_from_name("int4");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code(), ErrorCode::InvalidArgument);
+  EXPECT_EQ(bad.error().message(), "unknown quantization type 'int4' (expected int8 or e4m3; fp8 means e4m3)");
 }
 
 }  // namespace

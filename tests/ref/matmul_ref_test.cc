@@ -10,7 +10,7 @@
 #include "nmkit/format.h"
 #include "nmkit/prune.h"
 #include "nmkit/reference.h"
-#include "util/random.h"
+#include "tests/util/random.h"
 
 namespace nmkit {
 namespace {

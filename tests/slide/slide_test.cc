@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "nmkit/slide.h"
-#include "util/random.h"
+#include "tests/util/random.h"
 
 namespace nmkit {
 namespace {

@@ -1,4 +1,4 @@
-#include "util/random.h"
+#include "tests/util/random.h"
 
 namespace nmkit::test {
 

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "tools/nmkit/cli_util.h"
-#include "tools/nmkit/prune_job.h"  // section3_metrics_json: the per-tensor report fields
+#include "tools/nmkit/prune_report.h"  // section3_metrics_json: the per-tensor report fields
 
 namespace nmkit::cli {
 

@@ -1,6 +1,7 @@
 #include "tools/nmkit/cli_util.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -51,6 +52,11 @@ void Progress::update(size_t i, size_t n, std::string_view name) {
   shown_ = true;
 }
 
+std::function<void(size_t i, size_t n, const std::string& name)> Progress::tensor_callback() {
+  if (!enabled_) return {};
+  return [this](size_t i, size_t n, const std::string& name) { update(i, n, name); };
+}
+
 void Progress::clear() {
   if (!enabled_ || !shown_) return;
   fmt::print(stderr, "\r{:79}\r", "");
@@ -87,6 +93,10 @@ bool NameFilter::selected(const std::string& name) const {
   if (include_ && !re2::RE2::PartialMatch(name, *include_)) return false;
   if (exclude_ && re2::RE2::PartialMatch(name, *exclude_)) return false;
   return true;
+}
+
+std::function<bool(std::string_view name)> NameFilter::predicate() const {
+  return [filter = *this](std::string_view name) { return filter.selected(std::string(name)); };
 }
 
 void Table::add_row(std::vector<std::string> cells) {
@@ -128,6 +138,11 @@ std::string Table::render() const {
     }
   }
   return out;
+}
+
+void keep_freed_blocks_in_heap() {
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
 std::string human_bytes(double bytes) {

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -33,6 +34,9 @@ class Progress {
 
   void update(size_t i, size_t n, std::string_view name);
   void clear();  // erases the line (also done by the destructor)
+  // update() as a per-tensor progress callback for the library's checkpoint jobs; empty (no calls at
+  // all) when the line is not shown.
+  std::function<void(size_t i, size_t n, const std::string& name)> tensor_callback();
   bool enabled() const { return enabled_; }
 
  private:
@@ -40,6 +44,9 @@ class Progress {
   bool enabled_ = false;
   bool shown_ = false;
 };
+
+// What prune, slide and demo leave alone unless told otherwise: embeddings, norms and the output head.
+inline constexpr const char* kDefaultExclude = "embed|norm|lm_head|wte|wpe";
 
 // Tensor selection: a name is selected when `include` is found in it (an empty include selects
 // everything) and `exclude` is not (an empty exclude excludes nothing). RE2 syntax (no
@@ -49,6 +56,8 @@ class NameFilter {
  public:
   static Result<NameFilter> make(const std::string& include, const std::string& exclude);
   bool selected(const std::string& name) const;
+  // For the library's checkpoint transforms (include/nmkit/checkpoint_transform.h).
+  std::function<bool(std::string_view name)> predicate() const;
 
  private:
   NameFilter() = default;
@@ -68,6 +77,12 @@ class Table {
   std::vector<std::string> header_;
   std::vector<std::vector<std::string>> rows_;  // an empty row is a rule
 };
+
+// Lets freed large blocks stay in the heap for the next one. Pruning a checkpoint allocates each
+// compressed weight's parts (tens of MiB for an LLM layer) and frees them once written; glibc serves
+// such blocks with mmap and returns them with munmap, so each weight paid a page fault per 4 KiB
+// again. Process-wide, hence the CLI's call and not the library's.
+void keep_freed_blocks_in_heap();
 
 // Items of a comma-separated option value ("1,4,16"), empty items dropped.
 std::vector<std::string> split_list(const std::string& text);

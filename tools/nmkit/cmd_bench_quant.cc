@@ -44,8 +44,8 @@ const bool registered = register_command({
         options.types.clear();
         for (const auto& d : split_list(args->dtype)) {
           const auto type = quant_type_from_name(d);
-          if (!type) {
-            std::fprintf(stderr, "nmkit: --dtype '%s' is not int8 or e4m3\n", d.c_str());
+          if (!type.ok()) {
+            std::fprintf(stderr, "nmkit: --dtype: %s\n", type.error().message().c_str());
             return 2;
           }
           options.types.push_back(*type);

@@ -16,7 +16,7 @@
 #include "nmkit/format.h"
 #include "tools/nmkit/inspect_logic.h"
 #include "nmkit/prune.h"
-#include "tools/nmkit/prune_job.h"
+#include "tools/nmkit/prune_report.h"
 #include "nmkit/safetensors.h"
 
 namespace nmkit::cli {
@@ -181,13 +181,17 @@ int run(const DemoArgs& args) {
              input->tensors().size(), human_count(static_cast<double>(params)), human_bytes(static_cast<double>(bytes)));
   fmt::print("pruning (magnitude) every 2-D float tensor whose name does not match '{}'\n\n", kDefaultExclude);
 
+  auto default_filter = NameFilter::make("", kDefaultExclude);
+  if (!default_filter.ok()) return report_error(default_filter.error());
+  keep_freed_blocks_in_heap();
   const std::string stem = std::filesystem::path(model).stem().string();
   std::vector<PatternRun> runs{{{2, 4}, WeightFormat::Sparse24, "", {}},
                                {{4, 8}, WeightFormat::NM, "", {}},
                                {{6, 8}, WeightFormat::NM, "", {}}};
   for (auto& r : runs) {
-    PruneJob job;
+    PruneCheckpointJob job;
     job.input = model;
+    job.selected = default_filter->predicate();
     job.pattern = r.pattern;
     job.format = r.format;
     r.output = (std::filesystem::path(args.out) /
@@ -195,10 +199,8 @@ int run(const DemoArgs& args) {
                    .string();
     job.output = r.output;
     Progress progress("pruning to " + r.pattern.str());
-    if (progress.enabled()) {
-      job.on_tensor = [&progress](size_t i, size_t n, const std::string& name) { progress.update(i, n, name); };
-    }
-    auto outcome = run_prune_job(job);
+    job.on_tensor = progress.tensor_callback();
+    auto outcome = prune_checkpoint(job);
     progress.clear();
     if (!outcome.ok()) return report_error(outcome.error());
     r.outcome = std::move(*outcome);

@@ -6,10 +6,11 @@
 #include <vector>
 #include <fmt/core.h>
 
-#include "tools/nmkit/cli_util.h"
 #include "nmkit/files.h"
+#include "nmkit/prune_checkpoint.h"
+#include "tools/nmkit/cli_util.h"
 #include "tools/nmkit/command.h"
-#include "tools/nmkit/prune_job.h"
+#include "tools/nmkit/prune_report.h"
 #include "tools/nmkit/prune_model.h"  // a GGUF file or Hugging Face folder: calibrated model pruning
 
 namespace nmkit::cli {
@@ -29,15 +30,13 @@ struct PruneArgs {
   ModelPruneFlags model;
 };
 
-// Parses the option strings; the message quotes the option and the bad value.
-Result<PruneJob> make_job(const PruneArgs& args) {
-  PruneJob job;
+// Parses the option strings and checks how they combine; the message quotes the option and the bad value.
+Result<PruneCheckpointJob> make_job(const PruneArgs& args) {
+  PruneCheckpointJob job;
   job.input = args.input;
   job.output = args.output;
   job.grad_path = args.grad;
   job.act_norms_path = args.act_norms;
-  job.include = args.include;
-  job.exclude = args.exclude;
   auto pattern = Pattern::parse(args.pattern);
   if (!pattern.ok()) return pattern.error().with_context("--pattern: ");
   job.pattern = *pattern;
@@ -47,6 +46,24 @@ Result<PruneJob> make_job(const PruneArgs& args) {
   auto format = parse_weight_format(args.format);
   if (!format.ok()) return format.error().with_context("--format: ");
   job.format = *format;
+  if (auto status = check_format_pattern(job.format, job.pattern); !status.ok()) {
+    return status.error().with_context("--format ");
+  }
+  const bool gradient = job.method == PruneMethod::Gradient;
+  const bool wanda = job.method == PruneMethod::Wanda;
+  if (gradient && args.grad.empty()) return Error("--method gradient: needs --grad G.safetensors");
+  if (wanda && args.act_norms.empty()) return Error("--method wanda: needs --act-norms A.safetensors");
+  if (!gradient && !args.grad.empty()) {
+    return Error(fmt::format("--grad '{}': only used by --method gradient (method is {})", args.grad,
+                             prune_method_name(job.method)));
+  }
+  if (!wanda && !args.act_norms.empty()) {
+    return Error(fmt::format("--act-norms '{}': only used by --method wanda (method is {})", args.act_norms,
+                             prune_method_name(job.method)));
+  }
+  auto filter = NameFilter::make(args.include, args.exclude);
+  if (!filter.ok()) return filter.error();
+  job.selected = filter->predicate();
   return job;
 }
 
@@ -70,10 +87,9 @@ int run(const PruneArgs& args) {
   }
 
   Progress progress("writing");
-  if (progress.enabled()) {
-    job->on_tensor = [&progress](size_t i, size_t n, const std::string& name) { progress.update(i, n, name); };
-  }
-  auto prepared = prepare_prune_job(*job);
+  job->on_tensor = progress.tensor_callback();
+  keep_freed_blocks_in_heap();
+  auto prepared = prepare_prune_checkpoint(*job);
   progress.clear();
   if (!prepared.ok()) return report_error(prepared.error());
   const PruneOutcome* outcome = &prepared->outcome;
@@ -102,8 +118,8 @@ int run(const PruneArgs& args) {
              outcome->seconds > 0 ? gb / outcome->seconds : 0.0, outcome->fill_seconds,
              outcome->seconds - outcome->fill_seconds);
   if (outcome->tensors.empty()) {
-    fmt::print("note: no tensor was selected (2-D F32/F16/BF16, --include '{}', --exclude '{}')\n", job->include,
-               job->exclude);
+    fmt::print("note: no tensor was selected (2-D F32/F16/BF16, --include '{}', --exclude '{}')\n", args.include,
+               args.exclude);
   }
   if (report) fmt::print("report: {}\n", args.report);
   return 0;

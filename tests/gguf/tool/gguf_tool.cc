@@ -37,7 +37,7 @@ int dequantize(const std::vector<std::string>& args) {
   for (size_t i = 2; i < args.size(); ++i) {
     if (args[i] == "--as" && i + 1 < args.size()) {
       const auto dtype = nmkit::dtype_from_name(args[++i]);
-      if (!dtype || !nmkit::is_prunable(*dtype)) return fail("--as: F32, F16 or BF16");
+      if (!dtype.ok() || !nmkit::is_prunable(*dtype)) return fail("--as: F32, F16 or BF16");
       as = *dtype;
     } else {
       names.insert(args[i]);
