@@ -158,10 +158,13 @@ int run_model_bench(const ModelBenchOptions& o) {
     r.model = std::make_unique<LlamaModel>(std::move(model.value()));
     const int64_t ctx = std::max(o.prefill_tokens, o.prompt_tokens + o.decode_tokens);
     r.session = std::make_unique<LlamaSession>(*r.model, ctx);
-    // Untimed: first calls build lazily made forms (slid, nm for many tokens) and fault in pages.
+    // Untimed: first calls build lazily made forms (slid, nm for many tokens, oneDNN's dense copies)
+    // and fault in pages. The warm-up prefill has the timed one's length: a form the plan picks only
+    // from 128 tokens (2:4 int8 on oneDNN) was otherwise built inside the first timed prefill (int8 2:4
+    // read 377 tokens/s against dense's 958 in a one-round run).
     NMKIT_ASSERT(r.model->params().n_vocab > 0);
     auto d = time_decode(r, o.prompt_tokens, 4);
-    auto p = d.ok() ? time_prefill(r, std::min<int64_t>(o.prefill_tokens, 64)) : Result<double>(d.error());
+    auto p = d.ok() ? time_prefill(r, o.prefill_tokens) : Result<double>(d.error());
     if (!p.ok()) {
       std::fprintf(stderr, "\nnmkit: %s: %s\n", variant.label.c_str(), p.error().message().c_str());
       return 1;

@@ -77,8 +77,18 @@ constexpr int64_t kTileTokens = 64;
 //   same-round own / oneDNN baseline (`nmkit bench linear --rows 4096 --k 4096`, ms): dense M=1
 //   0.6/13.6, 4 1.0/15.8, 8 18/32, 16 26/38, 32 32/40, 64 124/116, 128 125/148, 256 248/236; own 2:4
 //   int8 (tiles from 64) 96 at 64; oneDNN's int8 stays far behind for few tokens (41-73 ms at 1-8
-//   tokens with every threshold at 1). So INT8 moves at 64 (dense, slid's unslid codes) and 128
-//   (2:4), where the quiet ratios (0.70x at 256) say oneDNN leads. Re-measure with `--own-kernels`.
+//   tokens with every threshold at 1). So INT8 moves at 64 (dense, slid's unslid codes, 2:4), where
+//   the quiet ratios (0.70x at 256) say oneDNN leads. 2:4 int8 moved at 128 until 2026-11-23 19:00:
+//   `NMKIT_THREADS=1 nmkit bench linear --shapes smollm2 --m 64,128 --dtype int8 --pattern 2:4
+//   --own-kernels` (load ~6, one thread so that no barrier waits on a descheduled thread) gave its
+//   tiles 0.52-0.71x of dense int8 on oneDNN at M=64 (576x576 0.55x, 192x576 0.52x, 1536x576 0.52x,
+//   576x1536 0.71x, 49152x576 0.60x), below the floor of issue 12 (a sparse form never slower than
+//   the dense one), and oneDNN on the 2:4 weight's dense copy 0.90-1.08x of dense at M=128.
+//   nm f32 and bf16 (f32 activations) moved at 32 until then: the same one-thread run at M=16
+//   (`--shapes smollm2,7b --m 16 --pattern 6:8 --own-kernels`) gave 6:8 f32 as slid token lanes
+//   0.61-0.90x of dense f32 on oneDNN (576x576 0.65x, 192x576 0.61x, 1536x576 0.68x, 576x1536
+//   0.72x, 4096x4096 0.75x, 11008x4096 0.90x) and 6:8 bf16 0.75-1.00x; on oneDNN's dense copy they
+//   run dense's GEMM (1.0x). Below 16 tokens not re-measured.
 // Thresholds per weight as the user built it (an nm weight packed slid counts as nm, whichever of
 // its forms a call reads), dtype and activation type.
 struct OnednnFrom {
@@ -89,8 +99,8 @@ struct OnednnFrom {
 };
 constexpr OnednnFrom kOnednnFrom{
     /*dense_f32=*/4, /*dense_bf16=*/4, /*dense_bf16x=*/4, /*dense_int8=*/64,
-    /*sparse24_f32=*/64, /*sparse24_bf16=*/64, /*sparse24_bf16x=*/16, /*sparse24_int8=*/128,
-    /*nm_f32=*/32, /*nm_bf16=*/32, /*nm_bf16x=*/8,
+    /*sparse24_f32=*/64, /*sparse24_bf16=*/64, /*sparse24_bf16x=*/16, /*sparse24_int8=*/64,
+    /*nm_f32=*/16, /*nm_bf16=*/16, /*nm_bf16x=*/8,
     /*slid_int8=*/64,
 };
 

@@ -22,14 +22,18 @@ void rope_rotate(float* x, int64_t heads, int64_t head_stride, int64_t head_dim,
 // cos_sin[2i], cos_sin[2i+1] = cos, sin of p * base^(-2i/head_dim), computed in double.
 void rope_angles(int64_t p, int64_t head_dim, float base, float* cos_sin);
 
-// Up to kMaxQueries query heads that read the same keys and values (the heads of one GQA group at one
-// position) over n_pos cached positions: out[h] (head_dim) = softmax(scale * q[h] . K) V, with Kt
-// (head_dim, kt_stride) the keys transposed and V (n_pos, head_dim). scores holds nq * n_pos floats.
-// The queries share every load of K and V (one vector load feeds nq multiply-adds), and each score
-// is a dot product summed over head_dim in order.
-constexpr int kMaxQueries = 4;
-void attend(const float* const* q, int nq, const float* Kt, int64_t kt_stride, const float* V, int64_t head_dim,
-            int64_t n_pos, float scale, float* scores, float* const* out);
+// Up to kMaxQueries queries that read the same keys and values (the heads of one GQA group at a few
+// consecutive positions) over their cached positions: query h attends to the first n_pos[h] positions,
+// out[h] (head_dim) = softmax(scale * q[h] . K[:n_pos[h]]) V[:n_pos[h]], with Kt (head_dim, kt_stride)
+// the keys transposed and V (max n_pos, head_dim); positions past a query's n_pos must hold finite
+// values (they are read and weighted by exactly 0). scores holds nq * max(n_pos) floats. The queries
+// share every load of K and V (one vector load feeds nq multiply-adds, which also keeps nq
+// independent sums in flight), and each score is a dot product summed over head_dim in order, by the
+// same vector code for every position (head_dim <= 256), so a query's output does not depend on the
+// other queries of the call.
+constexpr int kMaxQueries = 12;
+void attend(const float* const* q, const int64_t* n_pos, int nq, const float* Kt, int64_t kt_stride, const float* V,
+            int64_t head_dim, float scale, float* scores, float* const* out);
 
 // out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + e^-g).
 void swiglu(const float* gate, const float* up, int64_t n, float* out);

@@ -50,6 +50,7 @@ const bool registered = register_command({
         int rounds = 3;
         int64_t decode = 128, prefill = 512;
         bool no_llamacpp = false;
+        std::vector<std::string> variants;
       };
       auto args = std::make_shared<Args>();
       app.add_option("MODEL", args->model, "GGUF file or Hugging Face model directory")->required();
@@ -60,6 +61,10 @@ const bool registered = register_command({
       app.add_option("--llama-bench", args->llama_bench, "llama.cpp's llama-bench (skipped when absent)")
           ->capture_default_str();
       app.add_flag("--no-llamacpp", args->no_llamacpp, "Only nmkit");
+      app.add_option("--variants", args->variants,
+                     "Only these weight forms, comma-separated labels or dtypes (\"int8\", \"f32 dense\", "
+                     "\"bf16 2:4 sparse24\"); default all nine")
+          ->delimiter(',');
       return [args]() -> int {
         if (args->rounds < 1 || args->decode < 1 || args->prefill < 1) {
           return report_error("--rounds, --decode and --prefill must be positive");
@@ -72,6 +77,19 @@ const bool registered = register_command({
         bench::ModelBenchOptions o;
         o.model_label = args->model;
         o.build = [source](const ModelOptions& options) { return LlamaModel::build(source->params, source->load, options); };
+        if (!args->variants.empty()) {
+          std::vector<bench::ModelVariant> chosen;
+          for (const auto& v : o.variants) {
+            for (const auto& want : args->variants) {
+              if (v.label == want || v.label.starts_with(want + " ")) {
+                chosen.push_back(v);
+                break;
+              }
+            }
+          }
+          if (chosen.empty()) return report_error("--variants matches none of the nine weight forms");
+          o.variants = std::move(chosen);
+        }
         o.rounds = args->rounds;
         o.decode_tokens = args->decode;
         o.prefill_tokens = args->prefill;
