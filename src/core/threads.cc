@@ -2,8 +2,8 @@
 // - NMKIT_OPENMP_POOL (the default): OpenMP's team, the same threads oneDNN (Debian's libdnnl is
 //   built on OpenMP) runs its GEMMs on. Two pools on one machine fight: after a oneDNN call its
 //   workers spin for the next region while nmkit's workers start the attention, so three runnable
-//   threads share two cores. One team removed that (SmolLM2 prefill of 512 tokens, same machine:
-//   f32 422 -> 501 tokens/s, int8 570 -> 849 tokens/s with the OpenMP workers made passive).
+//   threads share two cores. One team removed that (SmolLM2 prefill of 512 tokens, one run each on
+//   a quiet 2-core machine: f32 422 -> 527 tokens/s, int8 570 -> 958 tokens/s).
 // - otherwise a persistent std::thread pool (kept for ThreadSanitizer builds: libgomp is not
 //   instrumented, so TSan cannot see its barriers): workers start once and sleep between jobs,
 //   spinning briefly first so back-to-back kernel calls (decode: a layer every few hundred
