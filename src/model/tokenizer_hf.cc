@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "model/tokenizer_hf_regexes.h"
 #include "model/tokenizer_impl.h"
 
 namespace nmkit {
@@ -12,17 +13,9 @@ namespace {
 
 using json = nlohmann::json;
 
-// The original (tokenizer.json) forms of the regexes llama.cpp adapts (llama-vocab.cpp).
-constexpr const char* kLlama3Regex =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr const char* kQwen2Regex =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-
-// llama.cpp's regexes for a vocabulary without a pre type ("default"), applied in turn.
-constexpr const char* kDefaultRegexes[] = {
-    R"([\p{P}\$\+<=>\^~\|]+)",
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))", R"(\p{N}+)",
-    "[0-9][0-9][0-9]"};
+using model::kDefaultRegexes;
+using model::kLlama3Regex;
+using model::kQwen2Regex;
 
 Result<json> read_json(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);

@@ -16,20 +16,16 @@
 #include "nmkit/model_write.h"
 #include "nmkit/tokenizer.h"
 
+#include "model/tokenizer_hf_regexes.h"
+
 namespace nmkit {
 namespace {
 
 using ojson = nlohmann::ordered_json;
 
-// The original (tokenizer.json) forms of the regexes llama.cpp adapts (as tokenizer_hf.cc reads them).
-constexpr const char* kLlama3Regex =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr const char* kQwen2Regex =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr const char* kDefaultRegexes[] = {
-    R"([\p{P}\$\+<=>\^~\|]+)",
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))", R"(\p{N}+)",
-    "[0-9][0-9][0-9]"};
+using model::kDefaultRegexes;
+using model::kLlama3Regex;
+using model::kQwen2Regex;
 
 bool one_of(const std::string& pre, std::initializer_list<const char*> names) {
   return std::any_of(names.begin(), names.end(), [&](const char* n) { return pre == n; });
