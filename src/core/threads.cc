@@ -39,11 +39,14 @@ int configured_threads() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-// [begin, end) of chunk c when `grains` grains of `grain` items are cut into `chunks` chunks.
-inline std::pair<int64_t, int64_t> chunk_range(int64_t n, int64_t grain, int64_t grains, int64_t chunks,
-                                               int64_t c) {
-  return {std::min(n, c * grains / chunks * grain), std::min(n, (c + 1) * grains / chunks * grain)};
-}
+// How one parallel_for call cuts [0, n): `grains` grains of `grain` items in `chunks` chunks, chunk
+// c covering grains [c*grains/chunks, (c+1)*grains/chunks). Both pools run exactly these chunks.
+struct Split {
+  int64_t n, grain, grains, chunks;
+  std::pair<int64_t, int64_t> range(int64_t c) const {
+    return {std::min(n, c * grains / chunks * grain), std::min(n, (c + 1) * grains / chunks * grain)};
+  }
+};
 
 #if NMKIT_OPENMP_POOL
 class Pool {
@@ -51,21 +54,15 @@ class Pool {
   explicit Pool(int threads) : threads_(threads) {}
   int threads() const { return threads_; }
 
-  void run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
-    const int64_t grains = (n + grain - 1) / grain;
-    const int64_t chunks = std::min<int64_t>(threads_, grains);
-    if (chunks <= 1 || t_inside_parallel) {
-      fn(0, n);
-      return;
-    }
+  void run(const Split& split, const std::function<void(int64_t, int64_t)>& fn) {
     // One chunk per team member; a team smaller than asked (OMP_THREAD_LIMIT, nested teams) takes
     // the remaining chunks in turn, so every chunk runs exactly once.
-#pragma omp parallel num_threads(static_cast<int>(chunks))
+#pragma omp parallel num_threads(static_cast<int>(split.chunks))
     {
       t_inside_parallel = true;
       const int64_t team = omp_get_num_threads();
-      for (int64_t c = omp_get_thread_num(); c < chunks; c += team) {
-        const auto [begin, end] = chunk_range(n, grain, grains, chunks, c);
+      for (int64_t c = omp_get_thread_num(); c < split.chunks; c += team) {
+        const auto [begin, end] = split.range(c);
         if (begin < end) fn(begin, end);
       }
       t_inside_parallel = false;
@@ -80,18 +77,18 @@ class Pool {
 // still holds it (active == 0), so a late-waking worker can never touch a finished job.
 struct Job {
   const std::function<void(int64_t, int64_t)>* fn = nullptr;
-  int64_t n = 0, grain = 1, grains = 0, chunks = 0;
+  Split split{};
   std::atomic<int64_t> next_chunk{0};
   std::atomic<int64_t> pending{0};
   std::atomic<int> active{0};
 
-  // Takes chunks until none is left. Chunk c covers grains [c*grains/chunks, (c+1)*grains/chunks).
+  // Takes chunks until none is left.
   void work() {
     t_inside_parallel = true;
     for (;;) {
       const int64_t c = next_chunk.fetch_add(1, std::memory_order_relaxed);
-      if (c >= chunks) break;
-      const auto [begin, end] = chunk_range(n, grain, grains, chunks, c);
+      if (c >= split.chunks) break;
+      const auto [begin, end] = split.range(c);
       if (begin < end) (*fn)(begin, end);
       pending.fetch_sub(1, std::memory_order_acq_rel);
     }
@@ -117,21 +114,12 @@ class Pool {
 
   int threads() const { return threads_; }
 
-  void run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
-    const int64_t grains = (n + grain - 1) / grain;
-    const int64_t chunks = std::min<int64_t>(threads_, grains);
-    if (chunks <= 1 || t_inside_parallel) {
-      fn(0, n);
-      return;
-    }
+  void run(const Split& split, const std::function<void(int64_t, int64_t)>& fn) {
     std::lock_guard submit(submit_mutex_);  // one job at a time; callers from other threads queue
     Job job;
     job.fn = &fn;
-    job.n = n;
-    job.grain = grain;
-    job.grains = grains;
-    job.chunks = chunks;
-    job.pending.store(chunks, std::memory_order_relaxed);
+    job.split = split;
+    job.pending.store(split.chunks, std::memory_order_relaxed);
     {
       std::lock_guard lock(mutex_);
       job_ = &job;
@@ -193,7 +181,14 @@ int thread_count() { return pool().threads(); }
 
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
-  pool().run(n, std::max<int64_t>(grain, 1), fn);
+  grain = std::max<int64_t>(grain, 1);
+  const int64_t grains = (n + grain - 1) / grain;
+  const Split split{n, grain, grains, std::min<int64_t>(pool().threads(), grains)};
+  if (split.chunks <= 1 || t_inside_parallel) {  // nested calls run serially on the caller
+    fn(0, n);
+    return;
+  }
+  pool().run(split, fn);
 }
 
 }  // namespace nmkit
