@@ -9,8 +9,9 @@ activations) the cell shows the better one, since a user picks the activation ty
 
 Usage: scripts/bench_by_m.py BENCH.json
 """
-import json
 import sys
+
+from bench_table import load_runs
 
 FAMILIES = ("dense", "2:4", "6:8")
 
@@ -23,12 +24,7 @@ def main() -> int:
     if len(sys.argv) != 2:
         print(__doc__.strip(), file=sys.stderr)
         return 2
-    with open(sys.argv[1]) as f:
-        records = json.load(f)
-    memcpy = next(r for r in records if r.get("kernel") == "memcpy")
-    print(f"{memcpy['threads']} threads, copy bandwidth {memcpy['copy_gbs']:.1f} GB/s (read+write), read bandwidth "
-          f"{memcpy['read_gbs']:.1f} GB/s\n")
-    ours = [r for r in records if r.get("kernel", "").startswith("nmkit")]
+    ours = [r for r in load_runs(sys.argv[1]) if r["kernel"].startswith("nmkit")]
     ms = sorted({r["M"] for r in ours})
     shapes = sorted({(r["rows"], r["K"]) for r in ours}, key=lambda s: (-s[0] * s[1], s))
     cells = {}  # (dtype, shape, family, M) -> (speedup, kernel)

@@ -9,16 +9,21 @@ import json
 import sys
 
 
-def main() -> int:
-    if len(sys.argv) != 2:
-        print(__doc__.strip(), file=sys.stderr)
-        return 2
-    with open(sys.argv[1]) as f:
+def load_runs(path):
+    """The kernel records of a `nmkit bench linear --json` file, after printing its machine line."""
+    with open(path) as f:
         records = json.load(f)
     memcpy = next(r for r in records if r.get("kernel") == "memcpy")
     print(f"{memcpy['threads']} threads, copy bandwidth {memcpy['copy_gbs']:.1f} GB/s (read+write), read bandwidth "
           f"{memcpy['read_gbs']:.1f} GB/s, OpenBLAS core {memcpy.get('openblas_core', '?')}\n")
-    runs = [r for r in records if r.get("kernel") != "memcpy"]
+    return [r for r in records if r.get("kernel") != "memcpy"]
+
+
+def main() -> int:
+    if len(sys.argv) != 2:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    runs = load_runs(sys.argv[1])
     shapes = sorted({(r["rows"], r["K"]) for r in runs})
     for rows, K in shapes:
         print(f"**{rows} x {K}** (median ms of 5 interleaved rounds; speedup = median over the rounds of the fastest "
