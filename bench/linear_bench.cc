@@ -303,6 +303,16 @@ int run_linear_bench(const LinearBenchOptions& options) {
           }
         }
         sets.push_back(std::move(s));
+        if (store == DType::BF16) {
+          // bf16 weights with bf16 activations as their own dense row: the input oneDNN's bf16 baseline
+          // is given (with f32 activations nmkit keeps X exact and runs an f32 GEMM, half the speed).
+          WeightSet bx{dtype_name_text, "dense", sets[0].w, {}, "bf16x", {}};
+          LinearOptions o = lin;
+          o.bf16_activations = true;
+          set_layers(bx, [&](const LinearOptions& opts) { return SparseLinear::dense(w_dense.view(), opts); }, o,
+                     options.own_kernels);
+          sets.push_back(std::move(bx));
+        }
       }
       for (const Pattern& pattern : options.patterns) {
         auto pruned = prune(w_dense.view(), pattern, PruneMethod::Magnitude, {}, "w");
@@ -364,6 +374,7 @@ int run_linear_bench(const LinearBenchOptions& options) {
       std::map<std::string, std::vector<std::shared_ptr<EigenCsrLinear>>> eigen;
       if (options.baselines && have_eigen() && dtype_name_text == "f32") {
         for (size_t si = 1; si < sets.size(); ++si) {
+          if (sets[si].pattern == "dense") continue;
           auto first = std::make_shared<EigenCsrLinear>(sets[si].w.data(), rows, K);
           const int copies = rotated_copies(first->weight_bytes());
           auto& list = eigen[sets[si].pattern];
@@ -447,7 +458,7 @@ int run_linear_bench(const LinearBenchOptions& options) {
           auto& x_bf16 = run.x_bf16;
           auto& x_i8 = run.x_i8;
           float& x_scale = run.x_scale;
-          if (set.pattern == "dense" && options.baselines && have_onednn()) {
+          if (set.pattern == "dense" && set.nmkit_kind != "bf16x" && options.baselines && have_onednn()) {
             const std::string type = dtype_name_text;
             // Activations in oneDNN's input type, prepared outside the timing.
             if (type == "bf16") {
