@@ -20,4 +20,16 @@ int thread_count();
 // another caller's job needs); with OpenMP each caller gets its own team.
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
+// About how long the pool takes to start a job on its workers, in seconds. Workers that spin between
+// jobs (OpenMP's default, the std::thread pool) start in about a microsecond; workers that sleep
+// (OMP_WAIT_POLICY=passive or GOMP_SPINCOUNT=0, which `nmkit bench linear` sets so that the
+// libraries it compares do not steal each other's cores) are woken through the kernel, measured at
+// ~50 us on this project's VM (docs/design.md section 8.3).
+double pool_start_seconds();
+
+// The grain for parallel_for(n, grain, fn) over a job the caller alone finishes in about `seconds`:
+// `grain` when splitting it across the pool saves more than starting the workers costs, else n (one
+// chunk: the caller runs it all).
+int64_t grain_for(int64_t n, int64_t grain, double seconds);
+
 }  // namespace nmkit

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -68,6 +70,37 @@ TEST(Cpu, TiersAreConsistent) {
   EXPECT_EQ(bad.error().message(), "unknown ISA tier 'sse9' (expected scalar, avx2 or avx512)");
   auto active = active_tier();
   ASSERT_TRUE(active.ok()) << active.error().message();
+}
+
+
+// A job is split only when splitting saves more than starting the workers costs: never with one
+// thread, always for a job far longer than the start, never for one far shorter.
+TEST(Threads, GrainForSplitsOnlyJobsWorthStartingTheWorkers) {
+  const double start = pool_start_seconds();
+  ASSERT_GT(start, 0.0);
+  EXPECT_EQ(grain_for(100, 3, 0.0), 100);
+  if (thread_count() == 1) {
+    EXPECT_EQ(grain_for(100, 3, 1.0), 100);
+    return;
+  }
+  const double saved_share = 1.0 - 1.0 / thread_count();
+  EXPECT_EQ(grain_for(100, 3, 1.0), 3);
+  EXPECT_EQ(grain_for(100, 3, 2.0 * start / saved_share), 3);
+  EXPECT_EQ(grain_for(100, 3, 0.5 * start / saved_share), 100);
+}
+
+// Workers that sleep between jobs (OMP_WAIT_POLICY=passive, the ctest run threads_sleeping_workers)
+// cost tens of microseconds to start; spinning ones about one.
+TEST(Threads, PoolStartFollowsTheWaitPolicy) {
+  const char* policy = std::getenv("OMP_WAIT_POLICY");
+  const bool passive = policy != nullptr && (std::string(policy) == "passive" || std::string(policy) == "PASSIVE");
+#if NMKIT_OPENMP_POOL
+  if (passive) {
+    EXPECT_GE(pool_start_seconds(), 10e-6);
+    return;
+  }
+#endif
+  EXPECT_LE(pool_start_seconds(), 5e-6);
 }
 
 }  // namespace
