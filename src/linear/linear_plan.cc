@@ -6,11 +6,13 @@
 // absolute times are meaningless and only the ordering of same-round ratios is kept.
 #include "linear/linear_plan.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include "cpu/kernel_table.h"
 #include "linear/linear_driver.h"
 #include "nmkit/cpu.h"
+#include "nmkit/threads.h"
 
 namespace nmkit::linear {
 namespace {
@@ -77,8 +79,8 @@ constexpr int64_t kTileTokens = 64;
 //   same-round own / oneDNN baseline (`nmkit bench linear --rows 4096 --k 4096`, ms): dense M=1
 //   0.6/13.6, 4 1.0/15.8, 8 18/32, 16 26/38, 32 32/40, 64 124/116, 128 125/148, 256 248/236; own 2:4
 //   int8 (tiles from 64) 96 at 64; oneDNN's int8 stays far behind for few tokens (41-73 ms at 1-8
-//   tokens with every threshold at 1). So INT8 moves at 64 (dense, slid's unslid codes, 2:4), where
-//   the quiet ratios (0.70x at 256) say oneDNN leads. 2:4 int8 moved at 128 until 2026-11-23 19:00:
+//   tokens with every threshold at 1). So INT8 moved at 64 (dense, slid's unslid codes, 2:4), where
+//   the quiet ratios (0.70x at 256) say oneDNN leads, until the quiet re-measurement below (4). 2:4 int8 moved at 128 until 2026-11-23 19:00:
 //   `NMKIT_THREADS=1 nmkit bench linear --shapes smollm2 --m 64,128 --dtype int8 --pattern 2:4
 //   --own-kernels` (load ~6, one thread so that no barrier waits on a descheduled thread) gave its
 //   tiles 0.52-0.71x of dense int8 on oneDNN at M=64 (576x576 0.55x, 192x576 0.52x, 1536x576 0.52x,
@@ -88,21 +90,41 @@ constexpr int64_t kTileTokens = 64;
 //   (`--shapes smollm2,7b --m 16 --pattern 6:8 --own-kernels`) gave 6:8 f32 as slid token lanes
 //   0.61-0.90x of dense f32 on oneDNN (576x576 0.65x, 192x576 0.61x, 1536x576 0.68x, 576x1536
 //   0.72x, 4096x4096 0.75x, 11008x4096 0.90x) and 6:8 bf16 0.75-1.00x; on oneDNN's dense copy they
-//   run dense's GEMM (1.0x). Below 16 tokens not re-measured.
+//   run dense's GEMM (1.0x).
+//   2 to 16 tokens, re-measured 2026-11-23 22:00 (quiet, `nmkit bench linear --shapes 7b,smollm2 --m
+//   2,4,8,16 --pattern 2:4 (then 6:8) --own-kernels` with every threshold below at 2, so both routes
+//   ran in the same rounds; ratios to the best dense kernel of the run, 8 shapes, own / oneDNN):
+//     dense int8    M=2 0.82-1.25 / 1.00 (own ahead only on the 4 SmolLM2 shapes), 4 0.69-1.13 / 1.00,
+//                   8 0.56-0.86 / 1.00: oneDNN's int8 brgemm (no scale attributes; nmkit applies the
+//                   scales after) leads from 4 tokens. (The bench's oneDNN int8 baseline, with runtime
+//                   output scales, takes a slower path below 64 tokens.)
+//     2:4 int8      M=2 1.05-1.52 / 0.96-1.17, 4 0.87-1.15 / 1.00-1.06, 8 0.60-0.88 / 0.94-1.03
+//     slid 6:8 int8 M=2 0.68-1.20 / 0.68-1.10, 4 0.75-0.94 / 0.88-1.39
+//     2:4 f32       M=8 0.72-1.04 / 0.93-1.03, 16 0.88-0.98 / 0.91-1.01 at K = 576 but 1.16-1.36 /
+//                   0.86-1.01 at K = 4096 and 11008 (token lanes keep up once the rows are long)
+//     nm 6:8 f32    M=2 0.90-1.13 / 0.41-0.87, 4 0.57-0.91 / 0.82-1.06
+//     nm 6:8 bf16   M=4 0.29-0.73 / 0.26-0.54, 8 0.23-0.44 / 0.41-0.62 (f32 activations: both run
+//                   against the bf16 GEMM at half its speed); bf16 x M=2 0.56-1.18 / 0.42-0.78, 4
+//                   0.49-0.96 / 0.54-1.08
+//     dense bf16    M=4 0.56-1.05 / 0.21-0.54, 8 0.41-0.64 / 0.40-0.61 (f32 activations)
+//     2:4 bf16 x    M=4 0.74-1.57 / 0.60-0.99, 8 0.80-0.98 / 0.71-1.00
 // Thresholds per weight as the user built it (an nm weight packed slid counts as nm, whichever of
 // its forms a call reads), dtype and activation type.
 struct OnednnFrom {
   int64_t dense_f32, dense_bf16, dense_bf16x, dense_int8;
-  int64_t sparse24_f32, sparse24_bf16, sparse24_bf16x, sparse24_int8;
+  int64_t sparse24_f32, sparse24_f32_short_rows, sparse24_bf16, sparse24_bf16x, sparse24_int8;
   int64_t nm_f32, nm_bf16, nm_bf16x;
   int64_t slid_int8;
 };
 constexpr OnednnFrom kOnednnFrom{
-    /*dense_f32=*/4, /*dense_bf16=*/4, /*dense_bf16x=*/4, /*dense_int8=*/64,
-    /*sparse24_f32=*/64, /*sparse24_bf16=*/64, /*sparse24_bf16x=*/16, /*sparse24_int8=*/64,
-    /*nm_f32=*/16, /*nm_bf16=*/16, /*nm_bf16x=*/8,
-    /*slid_int8=*/64,
+    /*dense_f32=*/4, /*dense_bf16=*/8, /*dense_bf16x=*/4, /*dense_int8=*/4,
+    /*sparse24_f32=*/64, /*sparse24_f32_short_rows=*/8, /*sparse24_bf16=*/64, /*sparse24_bf16x=*/8,
+    /*sparse24_int8=*/4,
+    /*nm_f32=*/4, /*nm_bf16=*/8, /*nm_bf16x=*/4,
+    /*slid_int8=*/4,
 };
+// Rows of K below this count as short for sparse24 f32 (token lanes lose to oneDNN there from 8 tokens).
+constexpr int64_t kLongRowK = 2048;
 
 // Tokens up to which a call is bound by the weight bytes it streams: f32 weights give 2M flops per 4
 // bytes; at ~450 GFLOP/s (2 cores x 2 FMA x 16 lanes x 2 x ~3.5 GHz) over ~50 GB/s the balance is
@@ -124,7 +146,7 @@ int64_t onednn_from(const PackedLinear& w) {
     case WeightFormat::Sparse24:
       if (w.dtype == DType::I8) return t.sparse24_int8;
       if (w.dtype == DType::BF16) return bf16x ? t.sparse24_bf16x : t.sparse24_bf16;
-      return t.sparse24_f32;
+      return w.K >= kLongRowK ? t.sparse24_f32 : t.sparse24_f32_short_rows;
     case WeightFormat::NM:
       if (w.dtype == DType::BF16) return bf16x ? t.nm_bf16x : t.nm_bf16;
       return t.nm_f32;
@@ -144,6 +166,12 @@ bool onednn_allowed(const LinearLayer& layer, MatmulType type) {
   const PackedLinear& w = *layer.packed;
   return layer.onednn && w.tier != IsaTier::Scalar && w.tier == detected_tier() && onednn_runs(type);
 }
+
+// oneDNN runs on the whole OpenMP team unless told otherwise. A call the caller alone finishes before
+// the team would start (sleeping workers: `nmkit bench linear`, OMP_WAIT_POLICY=passive) runs oneDNN
+// on one thread. Quiet, 2 threads, sleeping workers, dense f32 at 4 tokens, 192x576: oneDNN on the
+// team 78 us, OpenBLAS 45 us, oneDNN on one thread 23 us.
+bool worth_the_team(const PackedLinear& w, int64_t M) { return grain_for(2, 1, one_thread_seconds(w, M)) == 1; }
 
 int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 
@@ -166,6 +194,7 @@ LinearPlan plan_for(const LinearLayer& layer, int64_t M) {
   plan.matmul = matmul_type(plan.dtype, w.bf16_x);
   if (M >= onednn_from(w) && onednn_allowed(layer, plan.matmul)) {
     plan.route = Route::Onednn;
+    plan.onednn_threads = worth_the_team(w, M) ? thread_count() : 1;
     if (w.slide) {  // oneDNN's dense copy comes from the unslid form (the slid one is over K_prime)
       plan.form = FormUsed::Unslid;
       plan.kind = w.dtype == DType::I8 ? WeightFormat::Dense : WeightFormat::NM;
@@ -235,7 +264,7 @@ std::string plan_name(const PackedLinear& w, const LinearPlan& plan) {
     case Route::TokenLanes: how += " token lanes"; break;
     case Route::Slabs: how += " slabs"; break;
     case Route::Tiles: how += " tiles"; break;
-    case Route::Onednn: how += " onednn"; break;
+    case Route::Onednn: how += plan.onednn_threads == 1 && thread_count() > 1 ? " onednn 1 thread" : " onednn"; break;
   }
   const char* type = w.dtype == DType::F32 ? " f32" : w.dtype == DType::BF16 ? " bf16" : " int8";
   return std::string(tier_name(w.tier)) + " " + form + type + how + (w.bf16_x ? " (bf16 x)" : "");
@@ -259,6 +288,16 @@ size_t plan_bytes(const PackedLinear& w, const LinearPlan& plan) {
   const auto per_row = static_cast<size_t>(superchunk / p.group * p.keep) * dtype_size(w.dtype) +
                        static_cast<size_t>(superchunk / 8);
   return padded_rows * superchunks * per_row;
+}
+
+// One-thread rates measured on this project's machine (`NMKIT_THREADS=1 nmkit bench linear --rows 576
+// --k 576 --m 1,16,64 --own-kernels --no-baselines`, quiet): 26 GB/s streamed at one token (1.3 MB of
+// f32 weights), nmkit's f32 kernels 28-41 G products/s at 16-64 tokens, int8 74-87 G.
+double one_thread_seconds(const PackedLinear& w, int64_t tokens) {
+  constexpr double kBytesPerSecond = 26e9;
+  const double products_per_second = w.dtype == DType::I8 ? 75e9 : 30e9;
+  const double products = static_cast<double>(tokens) * static_cast<double>(w.rows) * static_cast<double>(w.K);
+  return std::max(static_cast<double>(w.streamed_bytes) / kBytesPerSecond, products / products_per_second);
 }
 
 int64_t memory_bound_tokens() { return kMemoryBoundTokens; }

@@ -49,6 +49,7 @@ struct LinearPlan {
   DType dtype = DType::F32;
   Route route = Route::Rows;
   MatmulType matmul = MatmulType::F32;  // Route::Onednn only
+  int onednn_threads = 1;               // Route::Onednn only: the pool's threads, or 1 for a short call
 };
 
 // The plan for M >= 1 tokens per call.
@@ -62,6 +63,12 @@ std::string plan_name(const cpu::PackedLinear& w, const LinearPlan& plan);
 
 // Bytes of weight (values, indices or masks, int8 scales and sums) one call of the plan streams.
 size_t plan_bytes(const cpu::PackedLinear& w, const LinearPlan& plan);
+
+// About how long one thread takes for a call of `tokens` tokens on packed form w (its weight bytes at
+// one core's stream rate, or its dense-equivalent products at one core's rate, whichever is longer).
+// The pool splits a call, and oneDNN (which always starts the whole team) runs one, only when that
+// saves more than starting the workers costs (threads.h grain_for).
+double one_thread_seconds(const cpu::PackedLinear& w, int64_t tokens);
 
 // Tokens up to which a call is bound by the bytes of weight it streams (theoretical_speedup).
 int64_t memory_bound_tokens();

@@ -6,6 +6,7 @@
 #include <dnnl.hpp>
 #include <exception>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nmkit/threads.h"
@@ -30,13 +31,14 @@ dt weight_type(MatmulType type) {
 }
 dt output_type(MatmulType type) { return type == MatmulType::Int8 ? dt::s32 : dt::f32; }
 
-// Debian's libdnnl runs on OpenMP (libgomp, loaded with it). Its thread count follows nmkit's pool
-// (NMKIT_THREADS) when the runtime exports omp_set_num_threads; looked up at run time so that nmkit
-// links no OpenMP runtime of its own (clang's libomp beside libgomp would be two pools).
-void match_thread_count() {
+// Debian's libdnnl runs on OpenMP (libgomp, loaded with it). Its thread count follows the caller's
+// (nmkit's pool, NMKIT_THREADS, or 1 for a call too short to wake the team) when the runtime exports
+// omp_set_num_threads; looked up at run time so that this file links no OpenMP runtime of its own.
+// oneDNN reads the count when it builds a primitive (its work split) and when it runs one.
+void set_thread_count(int threads) {
   using SetThreads = void (*)(int);
   static const auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
-  if (set != nullptr) set(thread_count());  // per calling thread (an OpenMP ICV), so every call
+  if (set != nullptr) set(threads);  // per calling thread (an OpenMP ICV), so every call
 }
 
 dnnl::matmul::primitive_desc describe(MatmulType type, int64_t M, int64_t rows, int64_t K, int64_t ldx,
@@ -76,17 +78,20 @@ struct OnednnMatmul::Impl {
     dnnl::matmul primitive;
     dnnl::memory::desc src, dst;
   };
-  // One primitive per token count seen (oneDNN fixes M in a primitive); a layer sees a handful.
+  // One primitive per token count and thread count seen (oneDNN fixes both in a primitive); a layer
+  // sees a handful.
   mutable std::mutex mutex;
-  mutable std::map<int64_t, Prepared> by_tokens;
+  mutable std::map<std::pair<int64_t, int>, Prepared> by_tokens;
 
-  Prepared prepared(int64_t M) const {
+  // Called with the OpenMP thread count already set to `threads`.
+  Prepared prepared(int64_t M, int threads) const {
     std::lock_guard<std::mutex> lock(mutex);
-    auto it = by_tokens.find(M);
+    const std::pair<int64_t, int> key{M, threads};
+    auto it = by_tokens.find(key);
     if (it != by_tokens.end()) return it->second;
     if (by_tokens.size() >= 64) by_tokens.clear();  // a caller of many distinct M: bounded memory
     const auto pd = describe(type, M, rows, K, ldx, weights.get_desc());
-    return by_tokens.emplace(M, Prepared{dnnl::matmul(pd), pd.src_desc(), pd.dst_desc()}).first->second;
+    return by_tokens.emplace(key, Prepared{dnnl::matmul(pd), pd.src_desc(), pd.dst_desc()}).first->second;
   }
 };
 
@@ -108,7 +113,7 @@ Result<std::unique_ptr<OnednnMatmul>> OnednnMatmul::make(MatmulType type, int64_
     dnnl::memory user(user_md, engine(), const_cast<void*>(weights));
     impl->weights = dnnl::memory(pd.weights_desc(), engine());
     dnnl::stream stream(engine());
-    match_thread_count();
+    set_thread_count(thread_count());
     dnnl::reorder(user, impl->weights).execute(stream, user, impl->weights);
     stream.wait();
     return std::unique_ptr<OnednnMatmul>(new OnednnMatmul(std::move(impl)));
@@ -117,13 +122,13 @@ Result<std::unique_ptr<OnednnMatmul>> OnednnMatmul::make(MatmulType type, int64_
   }
 }
 
-Status OnednnMatmul::run(const void* x, int64_t M, void* y) const {
+Status OnednnMatmul::run(const void* x, int64_t M, void* y, int threads) const {
   try {
-    const Impl::Prepared p = impl_->prepared(M);
+    set_thread_count(threads);
+    const Impl::Prepared p = impl_->prepared(M, threads);
     thread_local dnnl::stream stream(engine());
     dnnl::memory src(p.src, engine(), const_cast<void*>(x));
     dnnl::memory dst(p.dst, engine(), y);
-    match_thread_count();
     p.primitive.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, impl_->weights}, {DNNL_ARG_DST, dst}});
     stream.wait();
     return ok_status();

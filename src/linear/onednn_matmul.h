@@ -34,8 +34,10 @@ class OnednnMatmul {
   ~OnednnMatmul();
 
   // y (M, rows), row-major: f32 sums (F32, Bf16) or int32 sums (Int8, written as int32 into y's bytes).
-  // x (M, ldx): f32, bf16 bits or int8 codes. Safe to call from several threads at once.
-  Status run(const void* x, int64_t M, void* y) const;
+  // x (M, ldx): f32, bf16 bits or int8 codes. threads: OpenMP threads the GEMM runs on (oneDNN fixes
+  // them when it builds the primitive, so one primitive per (M, threads) is kept). Safe to call from
+  // several threads at once.
+  Status run(const void* x, int64_t M, void* y, int threads) const;
 
   size_t weight_bytes() const;
 

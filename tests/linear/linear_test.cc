@@ -15,6 +15,7 @@
 #include "nmkit/linear.h"
 #include "nmkit/reference.h"
 #include "nmkit/slide.h"
+#include "nmkit/threads.h"
 #include "src/cpu/linear_kernels.h"
 #include "src/linear/linear_driver.h"
 #include "src/linear/linear_pack.h"
@@ -529,6 +530,36 @@ TEST(Linear, Bf16ActivationsMatchReference) {
   LinearOptions int8 = options;
   int8.int8 = true;
   EXPECT_FALSE(SparseLinear::dense(pruned_weight(4, 8, {2, 4}, DType::F32, 1).view(), int8).ok());
+}
+
+// With sleeping workers (ctest linear_sleeping_workers sets OMP_WAIT_POLICY=passive) a call shorter
+// than the workers' start runs oneDNN on one thread, a long one on the whole team; both match the
+// reference, with and without bias.
+TEST(Linear, ShortOnednnCallsOnSleepingWorkersRunOnOneThread) {
+  if (!tier_available()) GTEST_SKIP() << "tier not supported here";
+  if (thread_count() == 1 || pool_start_seconds() < 10e-6) GTEST_SKIP() << "workers spin between jobs here";
+  struct Case {
+    int64_t M, K, rows;
+    bool one_thread;
+  };
+  uint64_t seed = 9100;
+  for (const Case& c : {Case{8, 40, 24, true}, Case{64, 100, 7, true}, Case{64, 512, 512, false}}) {
+    ++seed;
+    const Tensor w = pruned_weight(c.rows, c.K, {4, 4}, DType::F32, seed);
+    const Tensor x = random_tensor(DType::F32, {c.M, c.K}, seed + 1);
+    auto layer = SparseLinear::dense(w.view());
+    ASSERT_TRUE(layer.ok()) << layer.error().message();
+    const std::string name = layer->kernel_name(c.M);
+    if (name.find("onednn") == std::string::npos) GTEST_SKIP() << "no oneDNN f32 here: " << name;
+    EXPECT_EQ(name.find("1 thread") != std::string::npos, c.one_thread) << name;
+    auto ref = ref_dense_matmul(w.view(), x.view());
+    ASSERT_TRUE(ref.ok()) << ref.error().message();
+    check_layer(*layer, w, x, ref->y, {}, name);
+    const std::vector<float> bias = random_floats(static_cast<size_t>(c.rows), seed + 2);
+    const Tensor b = Tensor::from_f32(bias, {c.rows});
+    ASSERT_TRUE(layer->set_bias(b.view()).ok());
+    check_layer(*layer, w, x, ref->y, bias, name + " with bias");
+  }
 }
 
 }  // namespace
