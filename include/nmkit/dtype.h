@@ -60,6 +60,9 @@ uint16_t f32_to_bf16(float value);
 // bits to `bits` unless it is null. Branch-free, so the compiler vectorizes it (the element-wise
 // call costs ~0.2 ms per call of a 16 x 4096 linear layer with bf16 activations).
 void round_to_bf16(float* values, uint16_t* bits, size_t n);
+// The bf16 bits of n f32 values, rounded as f32_to_bf16 does, without touching the values (one read
+// and a half-size write: what a bf16 GEMM takes as activations).
+void f32_to_bf16_bits(const float* values, uint16_t* bits, size_t n);
 
 // Bulk conversions of n elements of a prunable dtype to and from f32 (src and dst may be unaligned).
 void convert_to_f32(DType dtype, const void* src, float* dst, size_t n);

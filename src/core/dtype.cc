@@ -106,6 +106,14 @@ void round_to_bf16(float* values, uint16_t* bits, size_t n) {
   }
 }
 
+void f32_to_bf16_bits(const float* values, uint16_t* bits, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, values + i, 4);
+    bits[i] = static_cast<uint16_t>(bf16_bits(u));
+  }
+}
+
 void convert_to_f32(DType dtype, const void* src, float* dst, size_t n) {
   if (n == 0) return;  // src may be null for an empty tensor
   switch (dtype) {

@@ -178,6 +178,12 @@ TEST(DType, Bf16BulkRoundingMatchesNearestEven) {
   std::vector<float> again = values;
   round_to_bf16(again.data(), nullptr, again.size());  // bits are optional
   EXPECT_EQ(std::memcmp(again.data(), rounded.data(), again.size() * 4), 0);
+  // The bits alone, from values left as they are: the same bits.
+  std::vector<uint16_t> only_bits(values.size(), 0xdeadu);
+  const std::vector<float> kept = values;
+  f32_to_bf16_bits(values.data(), only_bits.data(), values.size());
+  EXPECT_EQ(only_bits, out);
+  EXPECT_EQ(std::memcmp(kept.data(), values.data(), values.size() * 4), 0);
 }
 
 }  // namespace
