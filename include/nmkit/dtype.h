@@ -64,6 +64,10 @@ void round_to_bf16(float* values, uint16_t* bits, size_t n);
 // and a half-size write: what a bf16 GEMM takes as activations).
 void f32_to_bf16_bits(const float* values, uint16_t* bits, size_t n);
 
+// The first NaN or infinity in x[0, n) (all exponent bits set), or -1. A branch-free pass that the
+// compiler vectorizes first, the element search only when it found one: input checks on every call.
+int64_t first_non_finite(const float* x, int64_t n);
+
 // Bulk conversions of n elements of a prunable dtype to and from f32 (src and dst may be unaligned).
 void convert_to_f32(DType dtype, const void* src, float* dst, size_t n);
 void convert_from_f32(DType dtype, const float* src, void* dst, size_t n);

@@ -114,6 +114,22 @@ void f32_to_bf16_bits(const float* values, uint16_t* bits, size_t n) {
   }
 }
 
+int64_t first_non_finite(const float* x, int64_t n) {
+  uint32_t any = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, x + i, 4);
+    any |= static_cast<uint32_t>((u & 0x7F800000u) == 0x7F800000u);
+  }
+  if (any == 0) return -1;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, x + i, 4);
+    if ((u & 0x7F800000u) == 0x7F800000u) return i;
+  }
+  return -1;
+}
+
 void convert_to_f32(DType dtype, const void* src, float* dst, size_t n) {
   if (n == 0) return;  // src may be null for an empty tensor
   switch (dtype) {

@@ -2,7 +2,6 @@
 // (src/linear/linear_plan.h): the activation copy, token blocking and row-parallel dispatch to the
 // tier's kernel, or oneDNN's matmul on the dense prepacked copy.
 #include <algorithm>
-#include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -309,7 +308,7 @@ Status apply_onednn(const LinearLayer& layer, const PackedLinear& source, const 
     // write; with a rounded f32 copy in between this cost as much as the GEMM at 192x576, 512 tokens).
     bits.resize(n);
     uint16_t* const out = bits.data();  // `bits` is this thread's; the pool's threads get the pointer
-    const double seconds = static_cast<double>(n) * 6.0 / 13e9;
+    const double seconds = static_cast<double>(n) * 6.0 / kOneCoreCopyBytesPerSecond;
     parallel_for(M, grain_for(M, 1, seconds), [&](int64_t begin, int64_t end) {
       f32_to_bf16_bits(x + begin * K, out + begin * K, static_cast<size_t>((end - begin) * K));
     });
@@ -321,8 +320,8 @@ Status apply_onednn(const LinearLayer& layer, const PackedLinear& source, const 
   }
   NMKIT_TRY(layer.matmul->run(input, M, y, plan.onednn_threads));
   const float* bias = w.has_bias ? w.bias.as<float>() : nullptr;
-  // The epilogue reads and writes Y once: M * rows floats each way at about one core's copy rate.
-  const double epilogue_seconds = static_cast<double>(M * rows) * 8.0 / 13e9;
+  // The epilogue reads and writes Y once: M * rows floats each way.
+  const double epilogue_seconds = static_cast<double>(M * rows) * 8.0 / kOneCoreCopyBytesPerSecond;
   if (plan.matmul == linear::MatmulType::Int8) {
     const float* w_scale = source.row_scale.as<float>();
     const float* x_scale = scales.data();
@@ -348,34 +347,18 @@ Status apply_onednn(const LinearLayer& layer, const PackedLinear& source, const 
   return ok_status();
 }
 
-// Whether row x[0, K) holds a NaN or infinity. A float is one exactly when its bits without the sign
-// are >= those of +infinity; an unsigned max over the row vectorizes (a float compare per element did
-// not: 6% of a 576x576 oneDNN call at 256 tokens went to that scan).
-bool row_has_non_finite(const float* row, int64_t K) {
-  uint32_t largest = 0;
-  for (int64_t k = 0; k < K; ++k) {
-    uint32_t bits;
-    std::memcpy(&bits, row + k, 4);
-    largest = std::max(largest, bits & 0x7fffffffu);
-  }
-  return largest >= 0x7f800000u;
-}
-
 // The first row and column of X holding a NaN or infinity, as an Error (include/nmkit/linear.h). On
 // the caller's thread: on the pool the scan cost more than it saved (576x576 at 256 tokens, 147K
 // values, 0.89 ms a call against 0.83 serial) because the workers had to be woken for it.
 Status check_finite(const float* x, int64_t M, int64_t K) {
   for (int64_t m = 0; m < M; ++m) {
     const float* row = x + m * K;
-    if (!row_has_non_finite(row, K)) continue;
-    for (int64_t k = 0; k < K; ++k) {
-      if (!(std::fabs(row[k]) <= FLT_MAX)) {
-        char value[32];
-        std::snprintf(value, sizeof value, "%g", static_cast<double>(row[k]));
-        return Error("linear: x row " + std::to_string(m) + ", column " + std::to_string(k) + ": value " + value +
-                     " is not finite");
-      }
-    }
+    const int64_t k = first_non_finite(row, K);
+    if (k < 0) continue;
+    char value[32];
+    std::snprintf(value, sizeof value, "%g", static_cast<double>(row[k]));
+    return Error("linear: x row " + std::to_string(m) + ", column " + std::to_string(k) + ": value " + value +
+                 " is not finite");
   }
   return ok_status();
 }

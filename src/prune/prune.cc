@@ -45,8 +45,6 @@ Error located(const Error& error, std::string_view name, const char* operand) {
   return name.empty() ? e : e.with_tensor(std::string(name));
 }
 
-bool is_finite_bits(float v) { return (std::bit_cast<uint32_t>(v) & 0x7F800000u) != 0x7F800000u; }
-
 // The first non-finite input found, in row-major order; at one position the weight comes first.
 struct BadValue {
   int64_t row = 0;
@@ -94,25 +92,6 @@ struct Scratch {
   explicit Scratch(int64_t block)
       : wf(block), gf(block), primary(block), secondary(block), kept(block), raw(block) {}
 };
-
-// Whether x[0, n) holds a NaN or infinity (all exponent bits set); branch-free so it vectorizes.
-bool any_non_finite(const float* x, int64_t n) {
-  uint32_t any = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t e = std::bit_cast<uint32_t>(x[i]) & 0x7F800000u;
-    any |= static_cast<uint32_t>(e == 0x7F800000u);
-  }
-  return any != 0;
-}
-
-// First non-finite element of x[0, n), or -1.
-int64_t first_non_finite(const float* x, int64_t n) {
-  if (!any_non_finite(x, n)) return -1;
-  for (int64_t i = 0; i < n; ++i) {
-    if (!is_finite_bits(x[i])) return i;
-  }
-  return -1;
-}
 
 // One group of n <= 64 elements by the scalar paths of select.h.
 template <bool kPair>
@@ -186,11 +165,11 @@ void prune_rows(Job& job, int64_t r0, int64_t r1) {
         std::memcpy(s.raw.data(), wrow + c0 * esize, n * esize);
         convert_to_f32(w.dtype, s.raw.data(), wf, static_cast<size_t>(n));
       }
-      bool bad = any_non_finite(wf, n);
+      bool bad = first_non_finite(wf, n) >= 0;
       if (job.gradient) {
         const std::byte* grow = job.gradient->data + static_cast<size_t>(r * job.K + c0) * g_esize;
         convert_to_f32(job.gradient->dtype, grow, s.gf.data(), static_cast<size_t>(n));
-        bad = bad || any_non_finite(s.gf.data(), n);
+        bad = bad || first_non_finite(s.gf.data(), n) >= 0;
       }
       if (bad) {
         const int64_t bad_w = first_non_finite(wf, n);

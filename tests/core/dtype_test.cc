@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <limits>
 #include <vector>
 
 #include "nmkit/cpu.h"
@@ -184,6 +185,22 @@ TEST(DType, Bf16BulkRoundingMatchesNearestEven) {
   f32_to_bf16_bits(values.data(), only_bits.data(), values.size());
   EXPECT_EQ(only_bits, out);
   EXPECT_EQ(std::memcmp(kept.data(), values.data(), values.size() * 4), 0);
+}
+
+TEST(DType, FirstNonFiniteFindsTheFirstNanOrInfinity) {
+  std::vector<float> x(37, 1.0f);
+  x[3] = std::numeric_limits<float>::max();     // finite, largest exponent below all-ones
+  x[5] = -std::numeric_limits<float>::denorm_min();
+  EXPECT_EQ(first_non_finite(x.data(), 0), -1);
+  EXPECT_EQ(first_non_finite(x.data(), static_cast<int64_t>(x.size())), -1);
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                    -std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::quiet_NaN()}) {
+    std::vector<float> y = x;
+    y[30] = bad;
+    y[17] = bad;
+    EXPECT_EQ(first_non_finite(y.data(), static_cast<int64_t>(y.size())), 17) << bad;
+    EXPECT_EQ(first_non_finite(y.data(), 17), -1) << bad;  // n bounds the search
+  }
 }
 
 }  // namespace
