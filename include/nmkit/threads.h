@@ -27,9 +27,18 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
 // ~50 us on this project's VM (docs/design.md section 8.3).
 double pool_start_seconds();
 
-// The grain for parallel_for(n, grain, fn) over a job the caller alone finishes in about `seconds`:
-// `grain` when splitting it across the pool saves more than starting the workers costs, else n (one
-// chunk: the caller runs it all).
+// Whether splitting a job the caller alone finishes in about `seconds` across the pool saves more than
+// starting the workers costs (never with one thread). oneDNN calls ask it too: oneDNN starts the
+// same team.
+bool worth_splitting(double seconds);
+
+// The grain for parallel_for(n, grain, fn) over such a job: `grain` when worth_splitting(seconds),
+// else n (one chunk: the caller runs it all).
 int64_t grain_for(int64_t n, int64_t grain, double seconds);
+
+// About one core's copy rate (read + write bytes per second) on this project's machines: half the
+// 2-thread copy bandwidth `nmkit bench linear` prints (26-29 GB/s). Streaming passes over activations
+// (quantizing, converting, the oneDNN epilogue) estimate their one-thread time with it.
+inline constexpr double kOneCoreCopyBytesPerSecond = 13e9;
 
 }  // namespace nmkit

@@ -205,11 +205,14 @@ double pool_start_seconds() {
   return seconds;
 }
 
-int64_t grain_for(int64_t n, int64_t grain, double seconds) {
+bool worth_splitting(double seconds) {
   const int threads = thread_count();
-  if (threads <= 1) return std::max<int64_t>(n, 1);
-  const double saved = seconds * (1.0 - 1.0 / threads);  // perfect split, at best
-  return saved > pool_start_seconds() ? grain : std::max<int64_t>(n, 1);
+  const double saved = seconds * (1.0 - 1.0 / threads);  // perfect split, at best; 0 with one thread
+  return threads > 1 && saved > pool_start_seconds();
+}
+
+int64_t grain_for(int64_t n, int64_t grain, double seconds) {
+  return worth_splitting(seconds) ? grain : std::max<int64_t>(n, 1);
 }
 
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {

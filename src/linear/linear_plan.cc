@@ -167,11 +167,6 @@ bool onednn_allowed(const LinearLayer& layer, MatmulType type) {
   return layer.onednn && w.tier != IsaTier::Scalar && w.tier == detected_tier() && onednn_runs(type);
 }
 
-// oneDNN runs on the whole OpenMP team unless told otherwise. A call the caller alone finishes before
-// the team would start (sleeping workers: `nmkit bench linear`, OMP_WAIT_POLICY=passive) runs oneDNN
-// on one thread. Quiet, 2 threads, sleeping workers, dense f32 at 4 tokens, 192x576: oneDNN on the
-// team 78 us, OpenBLAS 45 us, oneDNN on one thread 23 us.
-bool worth_the_team(const PackedLinear& w, int64_t M) { return grain_for(2, 1, one_thread_seconds(w, M)) == 1; }
 
 int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 
@@ -194,7 +189,11 @@ LinearPlan plan_for(const LinearLayer& layer, int64_t M) {
   plan.matmul = matmul_type(plan.dtype, w.bf16_x);
   if (M >= onednn_from(w) && onednn_allowed(layer, plan.matmul)) {
     plan.route = Route::Onednn;
-    plan.onednn_threads = worth_the_team(w, M) ? thread_count() : 1;
+    // oneDNN starts the whole OpenMP team unless told otherwise; a call that ends before the team
+    // would start (sleeping workers: `nmkit bench linear`, OMP_WAIT_POLICY=passive) runs on one
+    // thread. Quiet, 2 threads, sleeping workers, dense f32 at 4 tokens, 192x576: oneDNN on the team
+    // 78 us, OpenBLAS 45 us, oneDNN on one thread 23 us.
+    plan.onednn_threads = worth_splitting(one_thread_seconds(w, M)) ? thread_count() : 1;
     if (w.slide) {  // oneDNN's dense copy comes from the unslid form (the slid one is over K_prime)
       plan.form = FormUsed::Unslid;
       plan.kind = w.dtype == DType::I8 ? WeightFormat::Dense : WeightFormat::NM;

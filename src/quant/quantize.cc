@@ -136,9 +136,9 @@ Status quantize_rows_with(const cpu::QuantKernels& kernels, const TensorView& x,
   if (blocks <= 1) {
     worker(0, 1);
   } else {
-    // Split only when the rows take longer than waking the pool: about one core's copy rate over the
-    // input (the codes are a quarter of it).
-    const double seconds = static_cast<double>(x.rows() * row_bytes) / 13e9;
+    // Split only when the rows take longer than waking the pool: the input read at one core's copy
+    // rate (the codes written are a quarter of it).
+    const double seconds = static_cast<double>(x.rows() * row_bytes) / kOneCoreCopyBytesPerSecond;
     const int64_t workers = std::min<int64_t>(blocks, thread_count());
     parallel_for(workers, grain_for(workers, 1, seconds), worker);
   }

@@ -79,10 +79,13 @@ TEST(Threads, GrainForSplitsOnlyJobsWorthStartingTheWorkers) {
   const double start = pool_start_seconds();
   ASSERT_GT(start, 0.0);
   EXPECT_EQ(grain_for(100, 3, 0.0), 100);
+  EXPECT_FALSE(worth_splitting(0.0));
   if (thread_count() == 1) {
+    EXPECT_FALSE(worth_splitting(1.0));
     EXPECT_EQ(grain_for(100, 3, 1.0), 100);
     return;
   }
+  EXPECT_TRUE(worth_splitting(1.0));
   const double saved_share = 1.0 - 1.0 / thread_count();
   EXPECT_EQ(grain_for(100, 3, 1.0), 3);
   EXPECT_EQ(grain_for(100, 3, 2.0 * start / saved_share), 3);
@@ -92,12 +95,11 @@ TEST(Threads, GrainForSplitsOnlyJobsWorthStartingTheWorkers) {
 // Workers that sleep between jobs (OMP_WAIT_POLICY=passive, the ctest run threads_sleeping_workers)
 // cost tens of microseconds to start; spinning ones about one.
 TEST(Threads, PoolStartFollowsTheWaitPolicy) {
-  const char* policy = std::getenv("OMP_WAIT_POLICY");
-  const bool passive = policy != nullptr && (std::string(policy) == "passive" || std::string(policy) == "PASSIVE");
 #if NMKIT_OPENMP_POOL
-  const bool sleeping = passive;
+  const char* policy = std::getenv("OMP_WAIT_POLICY");
+  const bool sleeping = policy != nullptr && (std::string(policy) == "passive" || std::string(policy) == "PASSIVE");
 #else
-  const bool sleeping = false && passive;  // the std::thread pool spins whatever OpenMP is told
+  const bool sleeping = false;  // the std::thread pool spins whatever OpenMP is told
 #endif
   if (sleeping) {
     EXPECT_GE(pool_start_seconds(), 10e-6);
