@@ -373,13 +373,13 @@ int run_linear_bench(const LinearBenchOptions& options) {
       }
       std::map<std::string, std::vector<std::shared_ptr<EigenCsrLinear>>> eigen;
       if (options.baselines && have_eigen() && dtype_name_text == "f32") {
-        for (size_t si = 1; si < sets.size(); ++si) {
-          if (sets[si].pattern == "dense") continue;
-          auto first = std::make_shared<EigenCsrLinear>(sets[si].w.data(), rows, K);
+        for (const WeightSet& set : sets) {
+          if (set.pattern == "dense") continue;  // Eigen CSR is a sparse baseline
+          auto first = std::make_shared<EigenCsrLinear>(set.w.data(), rows, K);
           const int copies = rotated_copies(first->weight_bytes());
-          auto& list = eigen[sets[si].pattern];
+          auto& list = eigen[set.pattern];
           list.push_back(first);
-          for (int i = 1; i < copies; ++i) list.push_back(std::make_shared<EigenCsrLinear>(sets[si].w.data(), rows, K));
+          for (int i = 1; i < copies; ++i) list.push_back(std::make_shared<EigenCsrLinear>(set.w.data(), rows, K));
         }
       }
       // int8 weights for oneDNN: per-row codes and scales of the dense weight.
