@@ -4,7 +4,9 @@
 
 #include <array>
 #include <dnnl.hpp>
+#include <cstddef>
 #include <exception>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,11 +43,18 @@ void set_thread_count(int threads) {
   if (set != nullptr) set(threads);  // per calling thread (an OpenMP ICV), so every call
 }
 
+// The scratchpad is the caller's (scratchpad_mode::user, a buffer per calling thread in run()): in
+// the library's own mode one scratchpad is shared by every primitive, so a primitive may only run
+// on the thread that created it, and never on two threads at once, while a layer's primitives are
+// shared by every thread that applies it (two threads applying a 37x300 slid INT8 layer at 24 tokens
+// got wrong rows about once in twelve tries).
 dnnl::matmul::primitive_desc describe(MatmulType type, int64_t M, int64_t rows, int64_t K, int64_t ldx,
                                       const dnnl::memory::desc& weights) {
   const dnnl::memory::desc src({M, K}, weight_type(type), dnnl::memory::dims{ldx, 1});
   const dnnl::memory::desc dst({M, rows}, output_type(type), tag::ab);
-  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights, dst), engine());
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights, dst), attr, engine());
 }
 
 Error onednn_error(const char* what, const std::exception& e) {
@@ -76,7 +85,7 @@ struct OnednnMatmul::Impl {
   dnnl::memory weights;
   struct Prepared {
     dnnl::matmul primitive;
-    dnnl::memory::desc src, dst;
+    dnnl::memory::desc src, dst, scratchpad;
   };
   // One primitive per token count and thread count seen (oneDNN fixes both in a primitive); a layer
   // sees a handful.
@@ -91,7 +100,8 @@ struct OnednnMatmul::Impl {
     if (it != by_tokens.end()) return it->second;
     if (by_tokens.size() >= 64) by_tokens.clear();  // a caller of many distinct M: bounded memory
     const auto pd = describe(type, M, rows, K, ldx, weights.get_desc());
-    return by_tokens.emplace(key, Prepared{dnnl::matmul(pd), pd.src_desc(), pd.dst_desc()}).first->second;
+    return by_tokens.emplace(key, Prepared{dnnl::matmul(pd), pd.src_desc(), pd.dst_desc(), pd.scratchpad_desc()})
+        .first->second;
   }
 };
 
@@ -129,7 +139,18 @@ Status OnednnMatmul::run(const void* x, int64_t M, void* y, int threads) const {
     thread_local dnnl::stream stream(engine());
     dnnl::memory src(p.src, engine(), const_cast<void*>(x));
     dnnl::memory dst(p.dst, engine(), y);
-    p.primitive.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, impl_->weights}, {DNNL_ARG_DST, dst}});
+    // This thread's scratchpad (see describe), grown to the largest a call has needed; 64-byte aligned.
+    thread_local std::vector<std::byte> scratch;
+    const size_t bytes = p.scratchpad.get_size();
+    if (scratch.size() < bytes + 64) scratch.resize(bytes + 64);
+    void* aligned = scratch.data();
+    size_t space = scratch.size();
+    std::align(64, bytes, aligned, space);
+    dnnl::memory scratchpad(p.scratchpad, engine(), aligned);
+    p.primitive.execute(stream, {{DNNL_ARG_SRC, src},
+                                 {DNNL_ARG_WEIGHTS, impl_->weights},
+                                 {DNNL_ARG_DST, dst},
+                                 {DNNL_ARG_SCRATCHPAD, scratchpad}});
     stream.wait();
     return ok_status();
   } catch (const std::exception& e) {

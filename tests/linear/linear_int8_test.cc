@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -204,6 +205,43 @@ TEST(LinearInt8, SlidUnslidFormBuiltOnceAndFollowsTheBias) {
     EXPECT_EQ(std::memcmp(y0.data(), expected.data(), y0.size() * 4), 0) << "bias " << with_bias;
     EXPECT_EQ(std::memcmp(y1.data(), expected.data(), y1.size() * 4), 0) << "bias " << with_bias;
   }
+}
+
+// Threads applying one layer at once share its oneDNN primitives, built by whichever call comes
+// first: each call must bring its own scratchpad (src/linear/onednn_matmul.cc), or one call's partial
+// sums land in another's (seen on this 37x300 layer at 24 tokens, about one try in twelve). Fresh
+// layers, two threads making their first calls at once, then more: every Y bit-exact.
+TEST(LinearInt8, ConcurrentOnednnCallsAreExact) {
+  if (!tier_available()) GTEST_SKIP() << "tier not supported here";
+  const int64_t rows = 37, K = 300, M = 24;  // awkward sizes: oneDNN pads them in its scratchpad
+  const Tensor w = pruned_weight(rows, K, {2, 4}, 5151);
+  const Tensor x = random_tensor(DType::F32, {M, K}, 5152, -3.0f, 3.0f);
+  const Quantized qx = ref_quantize(x.view(), QuantType::Int8);
+  const Quantized qw = ref_quantize(w.view(), QuantType::Int8);
+  std::vector<float> expected(static_cast<size_t>(M * rows));
+  ref_int8_linear(qx.codes.as<int8_t>(), qx.scales.as<float>(), M, K, qw.codes.as<int8_t>(), qw.scales.as<float>(),
+                  rows, nullptr, expected.data());
+  LinearOptions options;
+  options.int8 = true;
+  int wrong[2] = {0, 0};
+  for (int trial = 0; trial < 100; ++trial) {
+    auto layer = SparseLinear::dense(w.view(), options);
+    ASSERT_TRUE(layer.ok()) << layer.error().message();
+    if (layer->kernel_name(M).find("onednn") == std::string::npos) GTEST_SKIP() << "no oneDNN route: " << layer->kernel_name(M);
+    auto run = [&](int* count) {
+      std::vector<float> y(expected.size());
+      for (int call = 0; call < 4; ++call) {
+        std::fill(y.begin(), y.end(), NAN);
+        const bool ok = layer->apply(x.as<float>(), M, y.data()).ok();
+        if (!ok || std::memcmp(y.data(), expected.data(), y.size() * 4) != 0) ++*count;
+      }
+    };
+    std::thread other(run, &wrong[1]);
+    run(&wrong[0]);
+    other.join();
+  }
+  EXPECT_EQ(wrong[0], 0);
+  EXPECT_EQ(wrong[1], 0);
 }
 
 TEST(LinearInt8, Errors) {
