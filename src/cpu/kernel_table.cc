@@ -15,6 +15,7 @@ const KernelTable& kernels_for(IsaTier tier) {
     table.tier = tier;
     fill_quant_kernels(tier, table.quant);
     fill_linear_kernels(tier, table.linear);
+    fill_activation_kernels(tier, table.activation);
   });
   return tables[index];
 }

@@ -2,6 +2,7 @@
 // slots in its own header and fills them per tier in its own dispatch file.
 #pragma once
 
+#include "cpu/activation_kernels.h"
 #include "cpu/linear_kernels.h"
 #include "cpu/quant_kernels.h"
 #include "nmkit/cpu.h"
@@ -13,6 +14,7 @@ struct KernelTable {
   IsaTier tier = IsaTier::Scalar;
   QuantKernels quant;
   LinearKernels linear;
+  ActivationKernels activation;
 };
 
 // The table of the active tier (NMKIT_ISA, else the best detected), built once. An NMKIT_ISA that
@@ -25,5 +27,6 @@ const KernelTable& kernels_for(IsaTier tier);
 // Implemented by each kernel family's dispatch file.
 void fill_quant_kernels(IsaTier tier, QuantKernels& slots);
 void fill_linear_kernels(IsaTier tier, LinearKernels& slots);
+void fill_activation_kernels(IsaTier tier, ActivationKernels& slots);
 
 }  // namespace nmkit::cpu

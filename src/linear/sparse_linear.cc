@@ -2,6 +2,7 @@
 // (src/linear/linear_plan.h): the activation copy, token blocking and row-parallel dispatch to the
 // tier's kernel, or oneDNN's matmul on the dense prepacked copy.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -181,6 +182,7 @@ void apply_packed(const PackedLinear& w, const LinearPlan& plan, const float* x,
   thread_local std::vector<uint16_t> x_bf16;
   thread_local cpu::AlignedBytes xt;
   const cpu::LinearKernels& table = cpu::kernels_for(w.tier).linear;
+  const cpu::ActivationKernels& passes = cpu::kernels_for(w.tier).activation;
   const bool wants_bf16 = plan.route == Route::Bf16Pairs || (plan.route == Route::Slabs && w.bf16_x && w.dtype == DType::BF16);
   const int64_t first = std::min(block, M);
   if (int8) {
@@ -215,7 +217,7 @@ void apply_packed(const PackedLinear& w, const LinearPlan& plan, const float* x,
           std::memcpy(dst, x + (m0 + m) * w.K, static_cast<size_t>(w.K) * 4);
           std::memset(dst + w.K, 0, static_cast<size_t>(w.K_x - w.K) * 4);
         }
-        if (w.bf16_x) round_to_bf16(dst, wants_bf16 ? x_bf16.data() + m * w.K_x : nullptr, static_cast<size_t>(w.K_x));
+        if (w.bf16_x) passes.to_bf16(dst, static_cast<size_t>(w.K_x), dst, wants_bf16 ? x_bf16.data() + m * w.K_x : nullptr);
       }
       call.x = padded.data();
       if (wants_bf16) call.x_bf16 = x_bf16.data();
@@ -234,6 +236,30 @@ void apply_packed(const PackedLinear& w, const LinearPlan& plan, const float* x,
       default: run_rows(kernel, call, w.row_blocks); break;
     }
   }
+}
+
+// The first row and column of X holding a NaN or infinity, as an Error (include/nmkit/linear.h), or
+// ok: the search that runs once a tier's pass (cpu/activation_kernels.h) or the quantizer has found
+// one somewhere in X.
+Status non_finite_error(const float* x, int64_t M, int64_t K) {
+  for (int64_t m = 0; m < M; ++m) {
+    const float* row = x + m * K;
+    const int64_t k = first_non_finite(row, K);
+    if (k < 0) continue;
+    char value[32];
+    std::snprintf(value, sizeof value, "%g", static_cast<double>(row[k]));
+    return Error("linear: x row " + std::to_string(m) + ", column " + std::to_string(k) + ": value " + value +
+                 " is not finite");
+  }
+  return ok_status();
+}
+
+// The input check of every call (docs/design.md section 8.4), on the caller's thread: on the pool
+// the scan cost more than it saved (576x576 at 256 tokens, 147K values, 0.89 ms a call against 0.83
+// serial) because the workers had to be woken for it.
+Status check_finite(const cpu::ActivationKernels& passes, const float* x, int64_t M, int64_t K) {
+  if (passes.all_finite(x, static_cast<size_t>(M * K))) return ok_status();
+  return non_finite_error(x, M, K);
 }
 
 // The oneDNN form: the plan's source form decompressed row-major ([rows, K] f32 values, bf16 bits or
@@ -295,28 +321,43 @@ Status apply_onednn(const LinearLayer& layer, const PackedLinear& source, const 
   thread_local std::vector<uint16_t> bits;
   thread_local std::vector<int8_t> codes;
   thread_local std::vector<float> scales;
+  const cpu::ActivationKernels& passes = cpu::kernels_for(w.tier).activation;
+  // X is checked for NaN and infinity by the pass that converts it for the GEMM, where there is one
+  // (the quantizer, the bf16 conversion): one read of X instead of two.
   const void* input = x;
   if (plan.matmul == linear::MatmulType::Int8) {
     codes.resize(n);
     scales.resize(static_cast<size_t>(M));
     const TensorView xv{DType::F32, {M, K}, reinterpret_cast<const std::byte*>(x)};
-    NMKIT_TRY(quantize_tokens_into(xv, QuantType::Int8, nullptr, reinterpret_cast<std::byte*>(codes.data()), K,
-                                   scales.data(), "x"));
+    Status quantized = quantize_tokens_into(xv, QuantType::Int8, nullptr, reinterpret_cast<std::byte*>(codes.data()), K,
+                                            scales.data(), "x");
+    if (!quantized.ok()) {
+      Status located = non_finite_error(x, M, K);  // the linear layer's own message for a NaN
+      return located.ok() ? quantized : located;
+    }
     input = codes.data();
-  } else if (plan.matmul == linear::MatmulType::Bf16) {
-    // X's bf16 bits straight from X, split across the pool when worth it (one read and a half-size
-    // write; with a rounded f32 copy in between this cost as much as the GEMM at 192x576, 512 tokens).
-    bits.resize(n);
-    uint16_t* const out = bits.data();  // `bits` is this thread's; the pool's threads get the pointer
-    const double seconds = static_cast<double>(n) * 6.0 / kOneCoreCopyBytesPerSecond;
+  } else if (plan.matmul == linear::MatmulType::Bf16 || w.bf16_x) {
+    // X's bf16 bits straight from X (one read and a half-size write; with a rounded f32 copy in between
+    // this cost as much as the GEMM at 192x576, 512 tokens), or for f32 weights with bf16 activations
+    // X rounded to bf16 for the f32 GEMM; split across the pool when worth it.
+    const bool bits_out = plan.matmul == linear::MatmulType::Bf16;
+    if (bits_out) bits.resize(n);
+    else rounded.resize(n);
+    uint16_t* const out_bits = bits_out ? bits.data() : nullptr;  // thread_local: the pool gets pointers
+    float* const out_rounded = bits_out ? nullptr : rounded.data();
+    const double seconds = static_cast<double>(n) * (bits_out ? 6.0 : 8.0) / kOneCoreCopyBytesPerSecond;
+    std::atomic<bool> finite{true};
     parallel_for(M, grain_for(M, 1, seconds), [&](int64_t begin, int64_t end) {
-      f32_to_bf16_bits(x + begin * K, out + begin * K, static_cast<size_t>((end - begin) * K));
+      const size_t offset = static_cast<size_t>(begin * K), count = static_cast<size_t>((end - begin) * K);
+      if (!passes.to_bf16(x + offset, count, out_rounded ? out_rounded + offset : nullptr,
+                          out_bits ? out_bits + offset : nullptr)) {
+        finite.store(false, std::memory_order_relaxed);
+      }
     });
-    input = out;
-  } else if (w.bf16_x) {  // f32 weights, bf16 activations: the f32 GEMM on X rounded to bf16
-    rounded.assign(x, x + n);
-    round_to_bf16(rounded.data(), nullptr, n);
-    input = rounded.data();
+    if (!finite.load(std::memory_order_relaxed)) return non_finite_error(x, M, K);
+    input = bits_out ? static_cast<const void*>(out_bits) : out_rounded;
+  } else {
+    NMKIT_TRY(check_finite(passes, x, M, K));
   }
   NMKIT_TRY(layer.matmul->run(input, M, y, plan.onednn_threads));
   const float* bias = w.has_bias ? w.bias.as<float>() : nullptr;
@@ -347,30 +388,15 @@ Status apply_onednn(const LinearLayer& layer, const PackedLinear& source, const 
   return ok_status();
 }
 
-// The first row and column of X holding a NaN or infinity, as an Error (include/nmkit/linear.h). On
-// the caller's thread: on the pool the scan cost more than it saved (576x576 at 256 tokens, 147K
-// values, 0.89 ms a call against 0.83 serial) because the workers had to be woken for it.
-Status check_finite(const float* x, int64_t M, int64_t K) {
-  for (int64_t m = 0; m < M; ++m) {
-    const float* row = x + m * K;
-    const int64_t k = first_non_finite(row, K);
-    if (k < 0) continue;
-    char value[32];
-    std::snprintf(value, sizeof value, "%g", static_cast<double>(row[k]));
-    return Error("linear: x row " + std::to_string(m) + ", column " + std::to_string(k) + ": value " + value +
-                 " is not finite");
-  }
-  return ok_status();
-}
-
 }  // namespace
 
 Status SparseLinear::apply(const float* x, int64_t M, float* y) const {
   if (M < 0) return Error("linear: M = " + std::to_string(M) + " is negative");
   if (M == 0) return ok_status();
   const PackedLinear& w = *layer_->packed;
-  NMKIT_TRY(check_finite(x, M, w.K));
   const LinearPlan plan = linear::plan_for(*layer_, M);
+  // The oneDNN route checks X in its conversion pass (apply_onednn); the packed routes first.
+  if (plan.route != Route::Onednn) NMKIT_TRY(check_finite(cpu::kernels_for(w.tier).activation, x, M, w.K));
   const PackedLinear& form = plan.form == linear::FormUsed::Unslid ? cpu::many_tokens_form(w) : w;
   if (plan.route == Route::Onednn) return apply_onednn(*layer_, form, plan, x, M, y);
   Status status = ok_status();

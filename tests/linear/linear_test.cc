@@ -319,6 +319,8 @@ TEST(Linear, NonFiniteXIsAnErrorOnEveryPath) {
     const std::vector<std::pair<std::string, std::function<Result<SparseLinear>()>>> makers{
         {"dense f32", [&] { return SparseLinear::dense(w24.view(), plain); }},
         {"dense bf16 (bf16 x)", [&] { return SparseLinear::dense(w68.view(), bf16x); }},
+        {"dense bf16", [&] { return SparseLinear::dense(w68.view(), plain); }},
+        {"dense f32 (bf16 x)", [&] { return SparseLinear::dense(w24.view(), bf16x); }},
         {"dense int8", [&] { return SparseLinear::dense(w24.view(), int8); }},
         {"sparse24 f32", [&] { return SparseLinear::sparse24(*p24, plain); }},
         {"sparse24 int8", [&] { return SparseLinear::sparse24(*p24, int8); }},

@@ -1,0 +1,44 @@
+// Slots of the passes over a linear layer's activations that run outside its kernels: the scan for
+// NaN and infinity every call makes, and the conversion to bf16 (bits for a bf16 GEMM, rounded f32
+// for the bf16-activation kernels). Filled per tier by src/cpu/activation_dispatch.cc; every tier
+// reproduces the per-value rule of f32_to_bf16 (include/nmkit/dtype.h) bit for bit (docs/design.md
+// section 8.3: around a oneDNN GEMM of a SmolLM2 layer these passes cost as much as half the GEMM
+// when compiled for the baseline ISA).
+//
+// Tier translation units follow the rules of quant_kernels.h: intrinsics, plain loops, libc calls,
+// functions in an anonymous namespace and out-of-line baseline helpers only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace nmkit::cpu {
+
+// True when none of x[0, n) is a NaN or an infinity (all exponent bits set).
+using AllFiniteFn = bool (*)(const float* x, size_t n);
+
+// For each of x[0, n): bits[i] = f32_to_bf16(x[i]) and rounded[i] = that bf16 value widened to f32.
+// Either output may be null (not written); rounded may be x itself (rounding in place). Returns
+// whether every x[i] was finite, judged on the input: a finite value that rounds to infinity
+// counts as finite, as the input check before rounding would have judged it.
+using ToBf16Fn = bool (*)(const float* x, size_t n, float* rounded, uint16_t* bits);
+
+struct ActivationKernels {
+  AllFiniteFn all_finite = nullptr;
+  ToBf16Fn to_bf16 = nullptr;
+};
+
+namespace scalar {
+bool all_finite(const float* x, size_t n);
+bool to_bf16(const float* x, size_t n, float* rounded, uint16_t* bits);
+}  // namespace scalar
+namespace avx2 {
+bool all_finite(const float* x, size_t n);
+bool to_bf16(const float* x, size_t n, float* rounded, uint16_t* bits);
+}  // namespace avx2
+namespace avx512 {
+bool all_finite(const float* x, size_t n);
+bool to_bf16(const float* x, size_t n, float* rounded, uint16_t* bits);
+}  // namespace avx512
+
+}  // namespace nmkit::cpu

@@ -1,0 +1,81 @@
+// The activation passes with AVX-512 (F/BW): 16 values per vector, the bf16 rule of f32_to_bf16 in
+// integer lanes (round to nearest even by adding 0x7FFF plus the kept lowest bit, a NaN made quiet),
+// not vcvtneps2bf16, which flushes subnormals to zero. The finite check is one compare per vector
+// on the bits already loaded, so the conversion reads X once for both.
+#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12's unmasked intrinsics: see quant_rows.cc
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+
+#include "cpu/activation_kernels.h"
+
+namespace nmkit::cpu::avx512 {
+namespace {
+
+// Lanes whose exponent bits are all set: NaN or infinity.
+__mmask16 non_finite(__m512i u) {
+  const __m512i exponent = _mm512_set1_epi32(0x7F800000);
+  return _mm512_cmpeq_epi32_mask(_mm512_and_si512(u, exponent), exponent);
+}
+
+// The bf16 bits of 16 f32 values in the low half of each 32-bit lane (f32_to_bf16's rule).
+__m512i bf16_lanes(__m512i u) {
+  const __m512i high = _mm512_srli_epi32(u, 16);
+  const __m512i odd = _mm512_and_si512(high, _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), odd), 16);
+  const __m512i magnitude = _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF));
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(magnitude, _mm512_set1_epi32(0x7F800000));
+  return _mm512_mask_mov_epi32(rounded, nan, _mm512_or_si512(high, _mm512_set1_epi32(0x40)));
+}
+
+// One vector of up to 16 values (`mask` selects them): converted, stored, and its non-finite lanes.
+template <bool kRounded, bool kBits>
+__mmask16 convert(const float* x, float* rounded, uint16_t* bits, __mmask16 mask) {
+  const __m512i u = _mm512_maskz_loadu_epi32(mask, x);
+  const __m512i h = bf16_lanes(u);
+  if constexpr (kRounded) _mm512_mask_storeu_epi32(rounded, mask, _mm512_slli_epi32(h, 16));
+  if constexpr (kBits) _mm512_mask_cvtepi32_storeu_epi16(bits, mask, h);
+  return _kand_mask16(non_finite(u), mask);
+}
+
+template <bool kRounded, bool kBits>
+bool convert_all(const float* x, size_t n, float* rounded, uint16_t* bits) {
+  __mmask16 bad = 0;
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    bad = _kor_mask16(bad, convert<kRounded, kBits>(x + i, kRounded ? rounded + i : nullptr, kBits ? bits + i : nullptr, 0xFFFF));
+  }
+  if (i < n) {
+    const auto mask = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    bad = _kor_mask16(bad, convert<kRounded, kBits>(x + i, kRounded ? rounded + i : nullptr, kBits ? bits + i : nullptr, mask));
+  }
+  return bad == 0;
+}
+
+}  // namespace
+
+bool all_finite(const float* x, size_t n) {
+  // Four vectors per step, their masks or-ed: the loop runs at the load rate.
+  __mmask16 bad = 0;
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    const __mmask16 low = _kor_mask16(non_finite(_mm512_loadu_si512(x + i)), non_finite(_mm512_loadu_si512(x + i + 16)));
+    const __mmask16 high = _kor_mask16(non_finite(_mm512_loadu_si512(x + i + 32)), non_finite(_mm512_loadu_si512(x + i + 48)));
+    bad = _kor_mask16(bad, _kor_mask16(low, high));
+  }
+  for (; i < n; i += 16) {
+    const auto mask = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1u);
+    bad = _kor_mask16(bad, _kand_mask16(non_finite(_mm512_maskz_loadu_epi32(mask, x + i)), mask));
+  }
+  return bad == 0;
+}
+
+bool to_bf16(const float* x, size_t n, float* rounded, uint16_t* bits) {
+  if (rounded != nullptr && bits != nullptr) return convert_all<true, true>(x, n, rounded, bits);
+  if (rounded != nullptr) return convert_all<true, false>(x, n, rounded, bits);
+  if (bits != nullptr) return convert_all<false, true>(x, n, rounded, bits);
+  return all_finite(x, n);
+}
+
+}  // namespace nmkit::cpu::avx512

@@ -1,0 +1,23 @@
+// The activation passes for any x86-64: the core's branch-free loops (include/nmkit/dtype.h), which
+// the compiler vectorizes as far as the baseline ISA allows.
+#include <cstring>
+
+#include "cpu/activation_kernels.h"
+#include "nmkit/dtype.h"
+
+namespace nmkit::cpu::scalar {
+
+bool all_finite(const float* x, size_t n) { return first_non_finite(x, static_cast<int64_t>(n)) < 0; }
+
+bool to_bf16(const float* x, size_t n, float* rounded, uint16_t* bits) {
+  const bool finite = all_finite(x, n);  // on the input: rounding can carry a finite value to infinity
+  if (rounded == nullptr) {
+    if (bits != nullptr) f32_to_bf16_bits(x, bits, n);
+    return finite;
+  }
+  if (rounded != x) std::memcpy(rounded, x, n * sizeof(float));
+  round_to_bf16(rounded, bits, n);
+  return finite;
+}
+
+}  // namespace nmkit::cpu::scalar
