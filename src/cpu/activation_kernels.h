@@ -2,7 +2,7 @@
 // NaN and infinity every call makes, and the conversion to bf16 (bits for a bf16 GEMM, rounded f32
 // for the bf16-activation kernels). Filled per tier by src/cpu/activation_dispatch.cc; every tier
 // reproduces the per-value rule of f32_to_bf16 (include/nmkit/dtype.h) bit for bit (docs/design.md
-// section 8.3: around a oneDNN GEMM of a SmolLM2 layer these passes cost as much as half the GEMM
+// section 8.2: around a oneDNN GEMM of a SmolLM2 layer these passes cost as much as half the GEMM
 // when compiled for the baseline ISA).
 //
 // Tier translation units follow the rules of quant_kernels.h: intrinsics, plain loops, libc calls,

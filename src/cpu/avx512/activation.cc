@@ -43,6 +43,31 @@ template <bool kRounded, bool kBits>
 bool convert_all(const float* x, size_t n, float* rounded, uint16_t* bits) {
   __mmask16 bad = 0;
   size_t i = 0;
+  if constexpr (kBits && !kRounded) {
+    // Bits only (the bf16 GEMM's input): vcvtne2ps2bf16 rounds 32 values to nearest even and quiets
+    // NaNs as the rule does, but reads subnormal inputs as zero; a step holding one (rare: |x| below
+    // 2^-126) takes the integer lanes instead. Measured in L2 (295K values, one thread): 39 us with
+    // the integer lanes alone.
+    const __m512i magnitude_mask = _mm512_set1_epi32(0x7FFFFFFF);
+    const __m512i infinity = _mm512_set1_epi32(0x7F800000);
+    const __m512i largest_subnormal = _mm512_set1_epi32(0x007FFFFF);
+    const __m512i one = _mm512_set1_epi32(1);
+    for (; i + 32 <= n; i += 32) {
+      const __m512i u0 = _mm512_loadu_si512(x + i), u1 = _mm512_loadu_si512(x + i + 16);
+      const __m512i a0 = _mm512_and_si512(u0, magnitude_mask), a1 = _mm512_and_si512(u1, magnitude_mask);
+      bad = _kor_mask16(bad, _kor_mask16(_mm512_cmpge_epu32_mask(a0, infinity), _mm512_cmpge_epu32_mask(a1, infinity)));
+      // |x| - 1 < 2^23 - 1 (unsigned) exactly for the subnormals: zero wraps around.
+      const __mmask16 sub0 = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(a0, one), largest_subnormal);
+      const __mmask16 sub1 = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(a1, one), largest_subnormal);
+      if (_kortestz_mask16_u8(sub0, sub1)) {
+        const __m512bh h = _mm512_cvtne2ps_pbh(_mm512_castsi512_ps(u1), _mm512_castsi512_ps(u0));  // u0 low
+        _mm512_storeu_si512(bits + i, reinterpret_cast<const __m512i&>(h));
+      } else {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(bits + i), _mm512_cvtepi32_epi16(bf16_lanes(u0)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(bits + i + 16), _mm512_cvtepi32_epi16(bf16_lanes(u1)));
+      }
+    }
+  }
   for (; i + 16 <= n; i += 16) {
     bad = _kor_mask16(bad, convert<kRounded, kBits>(x + i, kRounded ? rounded + i : nullptr, kBits ? bits + i : nullptr, 0xFFFF));
   }
