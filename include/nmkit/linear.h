@@ -111,7 +111,11 @@ class SparseLinear {
 
   // Y (M, rows) f32 row-major = X (M, K) f32 row-major * W^T (+ bias). Returns an Error for M < 0.
   Status apply(const float* x, int64_t M, float* y) const;
-  // The same on tensors: x is [M, K] (f32, bf16 or f16); the result is [M, rows] f32.
+  // The same with x a [M, K] tensor (f32, bf16 or f16) and y [M, rows] f32. The result is that of
+  // x widened to f32; a layer with bf16 activations whose call runs a bf16 GEMM takes bf16 x as it
+  // is (no conversion pass: what a model keeping its activations in bf16 saves).
+  Status apply(const TensorView& x, float* y) const;
+  // The same returning Y as a new [M, rows] f32 tensor.
   Result<Tensor> apply(const TensorView& x) const;
 
   int64_t rows() const;

@@ -16,6 +16,8 @@ namespace nmkit::cpu {
 
 // True when none of x[0, n) is a NaN or an infinity (all exponent bits set).
 using AllFiniteFn = bool (*)(const float* x, size_t n);
+// The same for n bf16 values given as their bits (X that arrives in bf16).
+using AllFiniteBf16Fn = bool (*)(const uint16_t* bits, size_t n);
 
 // For each of x[0, n): bits[i] = f32_to_bf16(x[i]) and rounded[i] = that bf16 value widened to f32.
 // Either output may be null (not written); rounded may be x itself (rounding in place). Returns
@@ -25,19 +27,23 @@ using ToBf16Fn = bool (*)(const float* x, size_t n, float* rounded, uint16_t* bi
 
 struct ActivationKernels {
   AllFiniteFn all_finite = nullptr;
+  AllFiniteBf16Fn all_finite_bf16 = nullptr;
   ToBf16Fn to_bf16 = nullptr;
 };
 
 namespace scalar {
 bool all_finite(const float* x, size_t n);
+bool all_finite_bf16(const uint16_t* bits, size_t n);
 bool to_bf16(const float* x, size_t n, float* rounded, uint16_t* bits);
 }  // namespace scalar
 namespace avx2 {
 bool all_finite(const float* x, size_t n);
+bool all_finite_bf16(const uint16_t* bits, size_t n);
 bool to_bf16(const float* x, size_t n, float* rounded, uint16_t* bits);
 }  // namespace avx2
 namespace avx512 {
 bool all_finite(const float* x, size_t n);
+bool all_finite_bf16(const uint16_t* bits, size_t n);
 bool to_bf16(const float* x, size_t n, float* rounded, uint16_t* bits);
 }  // namespace avx512
 

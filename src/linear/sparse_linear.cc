@@ -241,14 +241,15 @@ void apply_packed(const PackedLinear& w, const LinearPlan& plan, const float* x,
 // The first row and column of X holding a NaN or infinity, as an Error (include/nmkit/linear.h), or
 // ok: the search that runs once a tier's pass (cpu/activation_kernels.h) or the quantizer has found
 // one somewhere in X.
-Status non_finite_error(const float* x, int64_t M, int64_t K) {
+// first_row: the row number of x's first row in the caller's X.
+Status non_finite_error(const float* x, int64_t M, int64_t K, int64_t first_row = 0) {
   for (int64_t m = 0; m < M; ++m) {
     const float* row = x + m * K;
     const int64_t k = first_non_finite(row, K);
     if (k < 0) continue;
     char value[32];
     std::snprintf(value, sizeof value, "%g", static_cast<double>(row[k]));
-    return Error("linear: x row " + std::to_string(m) + ", column " + std::to_string(k) + ": value " + value +
+    return Error("linear: x row " + std::to_string(first_row + m) + ", column " + std::to_string(k) + ": value " + value +
                  " is not finite");
   }
   return ok_status();
@@ -306,8 +307,9 @@ Result<std::unique_ptr<linear::OnednnMatmul>> build_matmul(const PackedLinear& s
 // One call through oneDNN: activations in the matmul's type (f32 as given, rounded to bf16, or
 // quantized per token), the GEMM, then the epilogue: bias, and for int8 the scales, as the kernels
 // apply them (cpu/linear_common.h int8_output, store_output), so Y is bit for bit theirs for int8.
+// x_bits: X already in bf16 (checked finite by the caller) for a bf16 GEMM, used as it is; else null.
 Status apply_onednn(const LinearLayer& layer, const PackedLinear& source, const LinearPlan& plan, const float* x,
-                    int64_t M, float* y) {
+                    const uint16_t* x_bits, int64_t M, float* y) {
   std::call_once(layer.matmul_once, [&] {
     auto built = build_matmul(source, plan.matmul);
     if (built.ok()) layer.matmul = std::move(*built);
@@ -325,7 +327,10 @@ Status apply_onednn(const LinearLayer& layer, const PackedLinear& source, const 
   // X is checked for NaN and infinity by the pass that converts it for the GEMM, where there is one
   // (the quantizer, the bf16 conversion): one read of X instead of two.
   const void* input = x;
-  if (plan.matmul == linear::MatmulType::Int8) {
+  if (x_bits != nullptr) {
+    NMKIT_ASSERT(plan.matmul == linear::MatmulType::Bf16);
+    input = x_bits;
+  } else if (plan.matmul == linear::MatmulType::Int8) {
     codes.resize(n);
     scales.resize(static_cast<size_t>(M));
     const TensorView xv{DType::F32, {M, K}, reinterpret_cast<const std::byte*>(x)};
@@ -398,26 +403,50 @@ Status SparseLinear::apply(const float* x, int64_t M, float* y) const {
   // The oneDNN route checks X in its conversion pass (apply_onednn); the packed routes first.
   if (plan.route != Route::Onednn) NMKIT_TRY(check_finite(cpu::kernels_for(w.tier).activation, x, M, w.K));
   const PackedLinear& form = plan.form == linear::FormUsed::Unslid ? cpu::many_tokens_form(w) : w;
-  if (plan.route == Route::Onednn) return apply_onednn(*layer_, form, plan, x, M, y);
+  if (plan.route == Route::Onednn) return apply_onednn(*layer_, form, plan, x, nullptr, M, y);
   Status status = ok_status();
   apply_packed(form, plan, x, M, y, status);
   return status;
 }
 
-Result<Tensor> SparseLinear::apply(const TensorView& x) const {
-  if (x.shape.size() != 2 || x.cols() != layer_->packed->K) {
-    return Error("linear: input shape " + shape_str(x.shape) + " does not match K = " + std::to_string(layer_->packed->K));
+Status SparseLinear::apply(const TensorView& x, float* y) const {
+  const PackedLinear& w = *layer_->packed;
+  if (x.shape.size() != 2 || x.cols() != w.K) {
+    return Error("linear: input shape " + shape_str(x.shape) + " does not match K = " + std::to_string(w.K));
   }
   if (!is_prunable(x.dtype)) return Error("linear: input dtype " + std::string(dtype_name(x.dtype)) + " is not f32/bf16/f16");
-  std::vector<float> converted;
-  const float* src = x.as<float>();
-  if (x.dtype != DType::F32) {
-    converted.resize(static_cast<size_t>(x.numel()));
-    convert_to_f32(x.dtype, x.data, converted.data(), converted.size());
-    src = converted.data();
+  const int64_t M = x.rows();
+  if (x.dtype == DType::F32 || M == 0) return apply(x.as<float>(), M, y);
+  const size_t n = static_cast<size_t>(M * w.K);
+  if (x.dtype == DType::BF16) {
+    // bf16 X for a bf16 GEMM goes to it as it is: widening it and rounding it back (what the f32
+    // entry point does) gives the same bits, at the cost of two passes over X.
+    const LinearPlan plan = linear::plan_for(*layer_, M);
+    if (plan.route == Route::Onednn && plan.matmul == linear::MatmulType::Bf16) {
+      const auto* bits = reinterpret_cast<const uint16_t*>(x.data);
+      if (!cpu::kernels_for(w.tier).activation.all_finite_bf16(bits, n)) {
+        std::vector<float> row(static_cast<size_t>(w.K));
+        for (int64_t m = 0; m < M; ++m) {  // the f32 entry point's error for the first bad row
+          convert_to_f32(DType::BF16, bits + m * w.K, row.data(), row.size());
+          NMKIT_TRY(non_finite_error(row.data(), 1, w.K, m));
+        }
+      }
+      const PackedLinear& form = plan.form == linear::FormUsed::Unslid ? cpu::many_tokens_form(w) : w;
+      return apply_onednn(*layer_, form, plan, nullptr, bits, M, y);
+    }
+  }
+  thread_local std::vector<float> widened;
+  widened.resize(n);
+  convert_to_f32(x.dtype, x.data, widened.data(), n);
+  return apply(widened.data(), M, y);
+}
+
+Result<Tensor> SparseLinear::apply(const TensorView& x) const {
+  if (x.shape.size() != 2) {
+    return Error("linear: input shape " + shape_str(x.shape) + " does not match K = " + std::to_string(layer_->packed->K));
   }
   Tensor y = Tensor::empty(DType::F32, {x.rows(), layer_->packed->rows});
-  NMKIT_TRY(apply(src, x.rows(), y.as<float>()));
+  NMKIT_TRY(apply(x, y.as<float>()));
   return y;
 }
 

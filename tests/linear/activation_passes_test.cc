@@ -99,6 +99,10 @@ TEST(ActivationPasses, Bf16BitsAndRoundedValuesFollowTheRule) {
       }
       EXPECT_EQ(passes().to_bf16(x.data(), n, nullptr, nullptr), finite);
       EXPECT_EQ(passes().all_finite(x.data(), n), finite) << "all_finite n=" << n;
+      // bf16 X is finite exactly when the f32 values it came from were (rounding to infinity aside).
+      bool bits_finite = true;
+      for (size_t i = 0; i < n; ++i) bits_finite = bits_finite && (bits[i] & 0x7F80u) != 0x7F80u;
+      EXPECT_EQ(passes().all_finite_bf16(bits.data(), n), bits_finite) << "all_finite_bf16 n=" << n;
     }
   }
 }
@@ -116,6 +120,16 @@ TEST(ActivationPasses, OneNonFiniteValueAtAnyPositionIsFound) {
         std::vector<float> rounded(n);
         std::vector<uint16_t> bits(n);
         EXPECT_FALSE(passes().all_finite(x.data(), n)) << "n=" << n << " at=" << at;
+        std::vector<uint16_t> clean_bits(n);
+        passes().to_bf16(clean.data(), n, nullptr, clean_bits.data());
+        for (auto& h : clean_bits) {
+          if ((h & 0x7F80u) == 0x7F80u) h = 0x3F80;  // a finite value that rounded to infinity
+        }
+        clean_bits[at] = static_cast<uint16_t>(bad >> 16);
+        EXPECT_FALSE(passes().all_finite_bf16(clean_bits.data(), n)) << "n=" << n << " at=" << at;
+        if (at > 0) {
+          EXPECT_TRUE(passes().all_finite_bf16(clean_bits.data(), at)) << "n=" << at;
+        }
         EXPECT_FALSE(passes().to_bf16(x.data(), n, rounded.data(), bits.data())) << "n=" << n << " at=" << at;
         EXPECT_FALSE(passes().to_bf16(x.data(), n, nullptr, bits.data())) << "n=" << n << " at=" << at;
         EXPECT_FALSE(passes().to_bf16(x.data(), n, rounded.data(), nullptr)) << "n=" << n << " at=" << at;

@@ -348,6 +348,43 @@ TEST(Linear, NonFiniteXIsAnErrorOnEveryPath) {
   }
 }
 
+// bf16 X through the tensor entry point equals the same values widened to f32 through the pointer
+// one, bit for bit, on every route the plan picks (a bf16 GEMM takes the bits as they are), and a NaN
+// in bf16 X is the same error naming its row and column.
+TEST(Linear, Bf16InputEqualsItsWidenedValues) {
+  if (!tier_available()) GTEST_SKIP() << "tier not supported here";
+  const int64_t rows = 40, K = 200;
+  const Tensor w = pruned_weight(rows, K, {2, 4}, DType::BF16, 61);
+  auto packed = compress_sparse24(w.view(), "w");
+  ASSERT_TRUE(packed.ok());
+  LinearOptions bf16x, plain;
+  bf16x.bf16_activations = true;
+  for (int which = 0; which < 3; ++which) {
+    auto layer = which == 0 ? SparseLinear::dense(w.view(), bf16x)
+                 : which == 1 ? SparseLinear::sparse24(*packed, bf16x)
+                              : SparseLinear::dense(w.view(), plain);
+    ASSERT_TRUE(layer.ok()) << layer.error().message();
+    for (int64_t M : {int64_t{1}, int64_t{17}, int64_t{100}, int64_t{300}}) {
+      const Tensor x = random_tensor(DType::BF16, {M, K}, 62 + static_cast<uint64_t>(M));
+      const std::vector<float> widened = x.to_f32();
+      std::vector<float> from_bf16(static_cast<size_t>(M * rows), NAN), from_f32(from_bf16.size(), NAN);
+      ASSERT_TRUE(layer->apply(x.view(), from_bf16.data()).ok()) << layer->kernel_name(M);
+      ASSERT_TRUE(layer->apply(widened.data(), M, from_f32.data()).ok()) << layer->kernel_name(M);
+      EXPECT_EQ(std::memcmp(from_bf16.data(), from_f32.data(), from_f32.size() * 4), 0) << layer->kernel_name(M);
+      EXPECT_NE(from_f32[0], 0.0f);
+
+      Tensor bad = random_tensor(DType::BF16, {M, K}, 63);
+      const int64_t m = M - 1, k = K / 3;
+      const uint16_t nan_bits = 0xFFC1;
+      std::memcpy(bad.data() + static_cast<size_t>((m * K + k) * 2), &nan_bits, 2);
+      const Status status = layer->apply(bad.view(), from_bf16.data());
+      ASSERT_FALSE(status.ok()) << layer->kernel_name(M);
+      const std::string expected = "x row " + std::to_string(m) + ", column " + std::to_string(k) + ": value ";
+      EXPECT_NE(status.error().message().find(expected), std::string::npos) << layer->kernel_name(M) << ": " << status.error().message();
+    }
+  }
+}
+
 TEST(Linear, TensorApplyAndErrors) {
   if (!tier_available()) GTEST_SKIP() << "tier not supported here";
   const Tensor w = pruned_weight(7, 36, {2, 4}, DType::BF16, 9);

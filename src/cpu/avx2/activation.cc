@@ -88,6 +88,19 @@ bool all_finite(const float* x, size_t n) {
   return finite;
 }
 
+bool all_finite_bf16(const uint16_t* bits, size_t n) {
+  const __m256i exponent = _mm256_set1_epi16(0x7F80);
+  __m256i bad = _mm256_setzero_si256();
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bits + i));
+    bad = _mm256_or_si256(bad, _mm256_cmpeq_epi16(_mm256_and_si256(h, exponent), exponent));
+  }
+  bool finite = _mm256_testz_si256(bad, bad) != 0;
+  for (; i < n; ++i) finite = finite && (bits[i] & 0x7F80u) != 0x7F80u;
+  return finite;
+}
+
 bool to_bf16(const float* x, size_t n, float* rounded, uint16_t* bits) {
   if (rounded != nullptr && bits != nullptr) return convert_all<true, true>(x, n, rounded, bits);
   if (rounded != nullptr) return convert_all<true, false>(x, n, rounded, bits);

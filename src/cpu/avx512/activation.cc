@@ -96,6 +96,17 @@ bool all_finite(const float* x, size_t n) {
   return bad == 0;
 }
 
+bool all_finite_bf16(const uint16_t* bits, size_t n) {
+  const __m512i exponent = _mm512_set1_epi16(0x7F80);
+  __mmask32 bad = 0;
+  for (size_t i = 0; i < n; i += 32) {
+    const auto mask = n - i >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << (n - i)) - 1u);
+    const __m512i h = _mm512_maskz_loadu_epi16(mask, bits + i);
+    bad = _kor_mask32(bad, _mm512_cmpeq_epi16_mask(_mm512_and_si512(h, exponent), exponent));
+  }
+  return bad == 0;
+}
+
 bool to_bf16(const float* x, size_t n, float* rounded, uint16_t* bits) {
   if (rounded != nullptr && bits != nullptr) return convert_all<true, true>(x, n, rounded, bits);
   if (rounded != nullptr) return convert_all<true, false>(x, n, rounded, bits);

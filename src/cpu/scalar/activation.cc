@@ -9,6 +9,12 @@ namespace nmkit::cpu::scalar {
 
 bool all_finite(const float* x, size_t n) { return first_non_finite(x, static_cast<int64_t>(n)) < 0; }
 
+bool all_finite_bf16(const uint16_t* bits, size_t n) {
+  unsigned any = 0;  // branch-free, so the loop vectorizes
+  for (size_t i = 0; i < n; ++i) any |= static_cast<unsigned>((bits[i] & 0x7F80u) == 0x7F80u);
+  return any == 0;
+}
+
 bool to_bf16(const float* x, size_t n, float* rounded, uint16_t* bits) {
   const bool finite = all_finite(x, n);  // on the input: rounding can carry a finite value to infinity
   if (rounded == nullptr) {
