@@ -193,7 +193,7 @@ LinearPlan plan_for(const LinearLayer& layer, int64_t M) {
     // would start (sleeping workers: `nmkit bench linear`, OMP_WAIT_POLICY=passive) runs on one
     // thread. Quiet, 2 threads, sleeping workers, dense f32 at 4 tokens, 192x576: oneDNN on the team
     // 78 us, OpenBLAS 45 us, oneDNN on one thread 23 us.
-    plan.onednn_threads = worth_splitting(one_thread_seconds(w, M)) ? thread_count() : 1;
+    plan.onednn_threads = worth_splitting(onednn_one_thread_seconds(w, M, plan.matmul)) ? thread_count() : 1;
     if (w.slide) {  // oneDNN's dense copy comes from the unslid form (the slid one is over K_prime)
       plan.form = FormUsed::Unslid;
       plan.kind = w.dtype == DType::I8 ? WeightFormat::Dense : WeightFormat::NM;
@@ -295,6 +295,24 @@ size_t plan_bytes(const PackedLinear& w, const LinearPlan& plan) {
 double one_thread_seconds(const PackedLinear& w, int64_t tokens) {
   constexpr double kBytesPerSecond = 26e9;
   const double products_per_second = w.dtype == DType::I8 ? 75e9 : 30e9;
+  const double products = static_cast<double>(tokens) * static_cast<double>(w.rows) * static_cast<double>(w.K);
+  return std::max(static_cast<double>(w.streamed_bytes) / kBytesPerSecond, products / products_per_second);
+}
+
+// oneDNN's GEMM on one thread, dense products per second, measured with a bare oneDNN matmul
+// (OMP_NUM_THREADS=1, SmolLM2 shapes 192-1536 x 576-1536 at 16-512 tokens, 2026-11-24, an Intel
+// Xeon with AMX): f32 64-91 G, bf16 451-829 G and int8 1110-1560 G (both on AMX tiles). Without AMX
+// oneDNN runs bf16 with vdpbf16ps and int8 with vpdpbusd, 2x and 4x the products of an f32 FMA per
+// instruction: those two rates are that ratio applied to the f32 rate, not a measurement. nmkit's
+// own kernels' rates (one_thread_seconds) made every oneDNN call look 3-20x longer than it is, so
+// sleeping workers were woken (about 70 us with oneDNN's team) for GEMMs of 30-70 us.
+double onednn_one_thread_seconds(const PackedLinear& w, int64_t tokens, MatmulType type) {
+  constexpr double kBytesPerSecond = 26e9;
+  constexpr double kF32 = 85e9;
+  const bool amx = cpu_features().amx_tile;
+  const double products_per_second = type == MatmulType::F32    ? kF32
+                                     : type == MatmulType::Bf16 ? (amx && cpu_features().amx_bf16 ? 500e9 : 2 * kF32)
+                                                                : (amx && cpu_features().amx_int8 ? 1100e9 : 4 * kF32);
   const double products = static_cast<double>(tokens) * static_cast<double>(w.rows) * static_cast<double>(w.K);
   return std::max(static_cast<double>(w.streamed_bytes) / kBytesPerSecond, products / products_per_second);
 }

@@ -69,6 +69,8 @@ size_t plan_bytes(const cpu::PackedLinear& w, const LinearPlan& plan);
 // The pool splits a call, and oneDNN (which always starts the whole team) runs one, only when that
 // saves more than starting the workers costs (threads.h grain_for).
 double one_thread_seconds(const cpu::PackedLinear& w, int64_t tokens);
+// The same for oneDNN's GEMM of `type` on form w's dense copy (oneDNN's own one-thread rates).
+double onednn_one_thread_seconds(const cpu::PackedLinear& w, int64_t tokens, MatmulType type);
 
 // Tokens up to which a call is bound by the bytes of weight it streams (theoretical_speedup).
 int64_t memory_bound_tokens();

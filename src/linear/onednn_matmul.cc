@@ -43,6 +43,29 @@ void set_thread_count(int threads) {
   if (set != nullptr) set(threads);  // per calling thread (an OpenMP ICV), so every call
 }
 
+// The calling thread's OpenMP thread count, or 0 without the runtime.
+int current_thread_count() {
+  using GetThreads = int (*)();
+  static const auto get = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
+  return get != nullptr ? get() : 0;
+}
+
+// Sets the count for one oneDNN call and gives the caller's back after it: the count is the calling
+// thread's own setting, which its other OpenMP code (or another library's oneDNN calls: `nmkit bench
+// linear`'s baseline ran on one thread after each of nmkit's one-thread calls) would otherwise inherit.
+class ThreadCountForCall {
+ public:
+  explicit ThreadCountForCall(int threads) : before_(current_thread_count()) { set_thread_count(threads); }
+  ~ThreadCountForCall() {
+    if (before_ > 0) set_thread_count(before_);
+  }
+  ThreadCountForCall(const ThreadCountForCall&) = delete;
+  ThreadCountForCall& operator=(const ThreadCountForCall&) = delete;
+
+ private:
+  int before_;
+};
+
 // The scratchpad is the caller's (scratchpad_mode::user, a buffer per calling thread in run()): in
 // the library's own mode one scratchpad is shared by every primitive, so a primitive may only run
 // on the thread that created it, and never on two threads at once, while a layer's primitives are
@@ -123,7 +146,7 @@ Result<std::unique_ptr<OnednnMatmul>> OnednnMatmul::make(MatmulType type, int64_
     dnnl::memory user(user_md, engine(), const_cast<void*>(weights));
     impl->weights = dnnl::memory(pd.weights_desc(), engine());
     dnnl::stream stream(engine());
-    set_thread_count(thread_count());
+    const ThreadCountForCall count(thread_count());
     dnnl::reorder(user, impl->weights).execute(stream, user, impl->weights);
     stream.wait();
     return std::unique_ptr<OnednnMatmul>(new OnednnMatmul(std::move(impl)));
@@ -134,7 +157,7 @@ Result<std::unique_ptr<OnednnMatmul>> OnednnMatmul::make(MatmulType type, int64_
 
 Status OnednnMatmul::run(const void* x, int64_t M, void* y, int threads) const {
   try {
-    set_thread_count(threads);
+    const ThreadCountForCall count(threads);
     const Impl::Prepared p = impl_->prepared(M, threads);
     thread_local dnnl::stream stream(engine());
     dnnl::memory src(p.src, engine(), const_cast<void*>(x));

@@ -1,5 +1,6 @@
 // Every linear kernel of the active tier (ctest runs the suite once per NMKIT_ISA tier) against the
 // float64 reference of src/ref, on random pruned weights of awkward shapes.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -593,7 +594,14 @@ TEST(Linear, ShortOnednnCallsOnSleepingWorkersRunOnOneThread) {
     EXPECT_EQ(name.find("1 thread") != std::string::npos, c.one_thread) << name;
     auto ref = ref_dense_matmul(w.view(), x.view());
     ASSERT_TRUE(ref.ok()) << ref.error().message();
+    using GetThreads = int (*)();
+    const auto get = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
+    const int caller_threads = get != nullptr ? get() : 0;
     check_layer(*layer, w, x, ref->y, {}, name);
+    // The call's own count is not left behind as the calling thread's OpenMP setting.
+    if (get != nullptr) {
+      EXPECT_EQ(get(), caller_threads) << name;
+    }
     const std::vector<float> bias = random_floats(static_cast<size_t>(c.rows), seed + 2);
     const Tensor b = Tensor::from_f32(bias, {c.rows});
     ASSERT_TRUE(layer->set_bias(b.view()).ok());
