@@ -177,14 +177,10 @@ nlohmann::json to_json(const Record& r) {
           {"max_error_ratio", r.max_error_ratio}};
 }
 
-// Copies of an operand of `bytes` to rotate through: a working set of at least 2x the last-level
-// cache that the OS reports and at least 512 MiB, since a VM may report less cache than the host's
-// (measured here: 70 GB/s on a 68 MB working set with 32 MiB reported).
-int rotated_copies(size_t bytes) {
-  if (bytes == 0) return 1;
-  const size_t want = std::max<size_t>(2 * last_level_cache_bytes(), size_t{512} << 20);
-  return static_cast<int>(std::clamp<size_t>((want + bytes - 1) / bytes, 1, 64));
-}
+// Copies of an operand of `bytes` to rotate through: a working set of cold_working_set_bytes()
+// (measure.h; at least 512 MiB since a VM may report less cache than the host's: 70 GB/s was
+// measured on a 68 MB working set with 32 MiB reported).
+int rotated_copies(size_t bytes) { return rotation_copies(bytes, 64); }
 
 // Rotated copies of a SparseLinear built by `make`.
 std::vector<std::shared_ptr<SparseLinear>> rotated_layers(const std::function<Result<SparseLinear>()>& make, size_t* bytes) {

@@ -1,5 +1,7 @@
 #include "measure.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -27,7 +29,10 @@ std::unique_ptr<std::byte[]> touched_buffer(size_t bytes, std::byte fill) {
   return buf;
 }
 
-size_t default_stream_bytes(size_t bytes) { return bytes ? bytes : 4 * last_level_cache_bytes(); }
+size_t default_stream_bytes(size_t bytes) {
+  if (bytes != 0) return bytes;
+  return std::min(4 * last_level_cache_bytes(), std::max(physical_memory_bytes() / 16, size_t{64} << 20));
+}
 
 }  // namespace
 
@@ -71,9 +76,19 @@ size_t last_level_cache_bytes() {
   return best ? best : size_t{32} << 20;
 }
 
+size_t physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : size_t{8} << 30;
+}
+
+size_t cold_working_set_bytes() {
+  const size_t want = std::max(2 * last_level_cache_bytes(), size_t{512} << 20);
+  return std::min(want, std::max(physical_memory_bytes() / 48, size_t{64} << 20));
+}
+
 int rotation_copies(size_t bytes, int max_copies) {
   if (bytes == 0) return 1;
-  const size_t want = 2 * last_level_cache_bytes();
+  const size_t want = cold_working_set_bytes();
   const size_t copies = (want + bytes - 1) / bytes;
   return static_cast<int>(std::clamp<size_t>(copies, 1, static_cast<size_t>(max_copies)));
 }

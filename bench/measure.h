@@ -28,8 +28,20 @@ Timing time_median(const std::function<void(int)>& fn, int min_samples = 7, doub
 // Last-level cache size in bytes (sysfs; 32 MiB if unknown).
 size_t last_level_cache_bytes();
 
-// Copies of an operand of `bytes` bytes to rotate through so that the working set is at least twice
-// the last-level cache (at least 1, at most `max_copies`).
+// The machine's memory (sysconf; 8 GiB if unknown).
+size_t physical_memory_bytes();
+
+// The working set one operand's rotated copies aim at, so that each call reads its weight from
+// memory: twice the last-level cache and at least 512 MiB (a VM may report less cache than its
+// host's), but at most 1/48 of the machine's memory. A benchmark keeps about 20 such operands alive
+// at once (every kernel of every weight set of one M, and the oneDNN copies inside nmkit's layers):
+// on an Intel Xeon VM reporting 480 MiB of L3, 2x that per operand took 24 GiB and was killed at
+// 49152x576. Where the cap binds, the working set is near the L3 and one-token figures are partly
+// L3 figures, for every kernel alike.
+size_t cold_working_set_bytes();
+
+// Copies of an operand of `bytes` bytes to rotate through for a working set of
+// cold_working_set_bytes() (at least 1, at most `max_copies`).
 int rotation_copies(size_t bytes, int max_copies = 64);
 
 // Median copy bandwidth of memcpy on buffers of `bytes` (default 4x the LLC) split over `threads`
