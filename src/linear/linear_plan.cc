@@ -108,22 +108,32 @@ constexpr int64_t kTileTokens = 64;
 //                   0.49-0.96 / 0.54-1.08
 //     dense bf16    M=4 0.56-1.05 / 0.21-0.54, 8 0.41-0.64 / 0.40-0.61 (f32 activations)
 //     2:4 bf16 x    M=4 0.74-1.57 / 0.60-0.99, 8 0.80-0.98 / 0.71-1.00
+//   The same comparison on an Intel Xeon VM with AMX (2 cores; oneDNN's int8 and bf16 GEMMs on AMX
+//   tiles), 2026-11-24 (`nmkit bench linear --shapes 7b,smollm2 --m 4,8 --pattern 2:4 (then 6:8)
+//   --dtype int8 --own-kernels`, own / oneDNN):
+//     2:4 int8      M=4 0.99-1.65 / 1.00 on all 8 shapes; 8 1.05-1.11 / 1.00 on the 7B shapes but
+//                   0.53-0.91 / 1.00 on SmolLM2's: so oneDNN from 8 tokens (on the AMD machine M=4
+//                   was a tie, 0.87-1.15 / 1.00-1.06).
+//     dense int8    M=4 1.11-1.22 / 1.00 with K >= 4096, 0.91-1.11 / 1.00 with K = 576-1536
+//     slid 6:8 int8 M=4 1.08-1.17 / 0.83-1.00 with K >= 4096, 0.80-0.97 / 0.95-1.03 with K = 576-1536
+//   so dense and slid INT8 with long rows (kLongRowK) keep nmkit's kernels at 4 tokens too.
 // Thresholds per weight as the user built it (an nm weight packed slid counts as nm, whichever of
 // its forms a call reads), dtype and activation type.
 struct OnednnFrom {
-  int64_t dense_f32, dense_bf16, dense_bf16x, dense_int8;
+  int64_t dense_f32, dense_bf16, dense_bf16x, dense_int8, dense_int8_long_rows;
   int64_t sparse24_f32, sparse24_f32_short_rows, sparse24_bf16, sparse24_bf16x, sparse24_int8;
   int64_t nm_f32, nm_bf16, nm_bf16x;
-  int64_t slid_int8;
+  int64_t slid_int8, slid_int8_long_rows;
 };
 constexpr OnednnFrom kOnednnFrom{
-    /*dense_f32=*/4, /*dense_bf16=*/8, /*dense_bf16x=*/4, /*dense_int8=*/4,
+    /*dense_f32=*/4, /*dense_bf16=*/8, /*dense_bf16x=*/4, /*dense_int8=*/4, /*dense_int8_long_rows=*/8,
     /*sparse24_f32=*/64, /*sparse24_f32_short_rows=*/8, /*sparse24_bf16=*/64, /*sparse24_bf16x=*/8,
-    /*sparse24_int8=*/4,
+    /*sparse24_int8=*/8,
     /*nm_f32=*/4, /*nm_bf16=*/8, /*nm_bf16x=*/4,
-    /*slid_int8=*/4,
+    /*slid_int8=*/4, /*slid_int8_long_rows=*/8,
 };
-// Rows of K below this count as short for sparse24 f32 (token lanes lose to oneDNN there from 8 tokens).
+// Rows of K at or above this count as long: for sparse24 f32 (token lanes lose to oneDNN below it
+// from 8 tokens) and for dense and slid INT8 (nmkit's kernels lead at 4 tokens on it).
 constexpr int64_t kLongRowK = 2048;
 
 // Tokens up to which a call is bound by the weight bytes it streams: f32 weights give 2M flops per 4
@@ -135,12 +145,12 @@ int64_t onednn_from(const PackedLinear& w) {
   const OnednnFrom& t = kOnednnFrom;
   const bool bf16x = w.bf16_x;
   if (w.slide) {
-    if (w.dtype == DType::I8) return t.slid_int8;
+    if (w.dtype == DType::I8) return w.K >= kLongRowK ? t.slid_int8_long_rows : t.slid_int8;
     return w.dtype == DType::BF16 ? (bf16x ? t.nm_bf16x : t.nm_bf16) : t.nm_f32;  // nm packed slid
   }
   switch (w.kind) {
     case WeightFormat::Dense:
-      if (w.dtype == DType::I8) return t.dense_int8;
+      if (w.dtype == DType::I8) return w.K >= kLongRowK ? t.dense_int8_long_rows : t.dense_int8;
       if (w.dtype == DType::BF16) return bf16x ? t.dense_bf16x : t.dense_bf16;
       return bf16x ? t.dense_bf16x : t.dense_f32;
     case WeightFormat::Sparse24:
