@@ -1,5 +1,6 @@
 #include "model_bench.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,6 +9,8 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -60,26 +63,44 @@ struct LlamaCppResult {
   std::string label;
   double decode_tps = 0, prefill_tps = 0;
   std::string error;
+  std::string note;  // how it had to be run, when not as asked
 };
 
-LlamaCppResult run_llama_bench(const ModelBenchOptions& o, const LlamaCppFile& file) {
-  LlamaCppResult out;
-  out.label = file.label;
-  const std::string cmd = fmt::format("'{}' -m '{}' -t {} -p {} -n {} -r 3 -o json 2>/dev/null", o.llama_bench,
-                                      file.path, o.llamacpp_threads, o.prefill_tokens, o.decode_tokens);
+// One llama-bench run with `extra` arguments: its exit status (from the shell: 128 + N for signal N)
+// and its standard output.
+std::pair<int, std::string> llama_bench_once(const ModelBenchOptions& o, const LlamaCppFile& file,
+                                             const std::string& extra) {
+  const std::string cmd = fmt::format("'{}' -m '{}' -t {} -p {} -n {} -r 3 {} -o json 2>/dev/null", o.llama_bench,
+                                      file.path, o.llamacpp_threads, o.prefill_tokens, o.decode_tokens, extra);
   FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) {
-    out.error = "cannot run " + o.llama_bench;
-    return out;
-  }
+  if (pipe == nullptr) return {-1, ""};
   std::string text;
   char buffer[4096];
   size_t got;
   while ((got = fread(buffer, 1, sizeof buffer, pipe)) > 0) text.append(buffer, got);
   const int status = pclose(pipe);
+  return {status == -1 ? -1 : (WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)), text};
+}
+
+LlamaCppResult run_llama_bench(const ModelBenchOptions& o, const LlamaCppFile& file) {
+  LlamaCppResult out;
+  out.label = file.label;
+  auto [status, text] = llama_bench_once(o, file, "");
+  if (status == -1) {
+    out.error = "cannot run " + o.llama_bench;
+    return out;
+  }
+  if (status != 0) {
+    // llama.cpp 0c1e57098 repacks Q8_0 weights for AMX where the CPU has it, and that path segfaults
+    // on this project's Intel Xeon VMs (ggml_backend_amx_mul_mat, 2026-11-24); without the repack
+    // it runs its AVX-512 kernels. Said next to the figures.
+    const int first = status;
+    std::tie(status, text) = llama_bench_once(o, file, "--repack 0");
+    if (status == 0) out.note = fmt::format("(--repack 0: llama-bench exited {} with its default repack)", first);
+  }
   auto json = nlohmann::json::parse(text, nullptr, false);
   if (status != 0 || !json.is_array()) {
-    out.error = "llama-bench failed on " + file.path;
+    out.error = fmt::format("llama-bench failed on {} (exit status {})", file.path, status);
     return out;
   }
   for (const auto& rec : json) {
@@ -226,10 +247,11 @@ int run_model_bench(const ModelBenchOptions& o) {
         fmt::print("  {:<8} {}\n", c.label, c.error);
         continue;
       }
-      fmt::print("  {:<8} decode {:>7.1f}/s (nmkit {:.2f}x)  prefill {:>7.1f}/s (nmkit {:.2f}x)\n", c.label,
-                 c.decode_tps, dec / c.decode_tps, c.prefill_tps, pre / c.prefill_tps);
+      fmt::print("  {:<8} decode {:>7.1f}/s (nmkit {:.2f}x)  prefill {:>7.1f}/s (nmkit {:.2f}x){}{}\n", c.label,
+                 c.decode_tps, dec / c.decode_tps, c.prefill_tps, pre / c.prefill_tps, c.note.empty() ? "" : "  ",
+                 c.note);
       records.push_back({{"engine", "llama.cpp"}, {"variant", c.label}, {"decode_tps", c.decode_tps},
-                         {"prefill_tps", c.prefill_tps}});
+                         {"prefill_tps", c.prefill_tps}, {"note", c.note}});
     }
   }
   if (!o.json_path.empty()) {
