@@ -21,7 +21,8 @@ bool to_bf16(const float* x, size_t n, float* rounded, uint16_t* bits) {
     if (bits != nullptr) f32_to_bf16_bits(x, bits, n);
     return finite;
   }
-  if (rounded != x) std::memcpy(rounded, x, n * sizeof(float));
+  // memcpy's pointers must be valid even for zero bytes, and an empty X may be a null pointer.
+  if (rounded != x && n > 0) std::memcpy(rounded, x, n * sizeof(float));
   round_to_bf16(rounded, bits, n);
   return finite;
 }
