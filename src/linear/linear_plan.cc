@@ -43,6 +43,19 @@ constexpr int64_t kUnslidNmTokensBf16x = 32;
 // from 16.
 constexpr int64_t kTokenLaneTokens = 8;
 
+// From this many tokens sparse24 f32 and bf16 weights (f32 activations) stay on token lanes even where
+// oneDNN's GEMM on their dense copy would otherwise run (OnednnFrom below): since each kept value is
+// broadcast from a register (loads, not FMAs, were the limit: src/cpu/avx512/linear_token_lanes.cc),
+// token lanes lead oneDNN at every M measured from 16. Quiet, 2026-11-25 (`nmkit bench linear --shapes
+// 7b,smollm2 --m 8,16,64,256,512 --pattern 2:4 --dtype f32 --own-kernels`, ratios to the best dense
+// kernel, token lanes / oneDNN on the dense copy): 4096x4096 1.33 / - at 16, 1.54 / 1.00 at 64, 1.43 /
+// 0.99 at 256, 1.46 / 0.99 at 512; 11008x4096 1.32-1.63; 4096x11008 1.31-1.59 (after whole-slab
+// token blocks, sparse_linear.cc); SmolLM2's 576-wide shapes 0.95-1.30 at 16 (oneDNN 0.94-1.03),
+// 1.03-1.34 at 64-512, but 0.82-0.97 at 8 (oneDNN leads there, half of each 16-token slab being
+// padding) and 0.85 on 192x576 at 64-512 (0.12-0.6 ms calls: a 192-row k/v projection, which the
+// model runs stacked with q).
+constexpr int64_t kTokenLanesLeadTokens = 16;
+
 // The AVX-512 nm kernels expand each K slab once for all tokens from this many tokens; up to 4 the
 // streaming kernel, which keeps 4 tokens' sums in registers, expands each mask once per call too.
 constexpr int64_t kSlabTokens = 5;
@@ -118,7 +131,9 @@ constexpr int64_t kTileTokens = 64;
 //     slid 6:8 int8 M=4 1.08-1.17 / 0.83-1.00 with K >= 4096, 0.80-0.97 / 0.95-1.03 with K = 576-1536
 //   so dense and slid INT8 with long rows (kLongRowK) keep nmkit's kernels at 4 tokens too.
 // Thresholds per weight as the user built it (an nm weight packed slid counts as nm, whichever of
-// its forms a call reads), dtype and activation type.
+// its forms a call reads), dtype and activation type. sparse24 f32 and bf16 with f32 activations stay
+// on token lanes from kTokenLanesLeadTokens whatever these say (so their oneDNN range is only short
+// rows' [8, 16) tokens).
 struct OnednnFrom {
   int64_t dense_f32, dense_bf16, dense_bf16x, dense_int8, dense_int8_long_rows;
   int64_t sparse24_f32, sparse24_f32_short_rows, sparse24_bf16, sparse24_bf16x, sparse24_int8;
@@ -197,7 +212,11 @@ LinearPlan plan_for(const LinearLayer& layer, int64_t M) {
     }
   }
   plan.matmul = matmul_type(plan.dtype, w.bf16_x);
-  if (M >= onednn_from(w) && onednn_allowed(layer, plan.matmul)) {
+  const cpu::LinearFn lanes = w.dtype == DType::F32 ? kernels.sparse24_f32_lanes
+                              : w.dtype == DType::BF16 && !w.bf16_x ? kernels.sparse24_bf16_lanes
+                                                                     : nullptr;
+  const bool lanes_lead = w.kind == WeightFormat::Sparse24 && !w.slide && lanes != nullptr && M >= kTokenLanesLeadTokens;
+  if (!lanes_lead && M >= onednn_from(w) && onednn_allowed(layer, plan.matmul)) {
     plan.route = Route::Onednn;
     // oneDNN starts the whole OpenMP team unless told otherwise; a call that ends before the team
     // would start (sleeping workers: `nmkit bench linear`, OMP_WAIT_POLICY=passive) runs on one

@@ -43,6 +43,17 @@ Result<SparseLinear> finish(Result<std::unique_ptr<PackedLinear>> packed, const 
 // every row block of the weight is applied to them.
 int64_t token_block(int64_t K_x) { return std::max<int64_t>(16, (int64_t{1} << 20) / (K_x * 4)); }
 
+// Tokens per block on token lanes: every block streams the whole weight once, so a block of a few
+// tokens on long rows (23 at K = 11008 by token_block) streamed it 22 times for 512 tokens and left
+// its second 16-token slab mostly padding (4096x11008 2:4 f32: 1.00x of oneDNN at 64 and 256 tokens
+// against 1.4-1.6x on 4096-wide rows, quiet). X^T of a block streams from L3 at every row block
+// anyway (16 bytes per FMA, measured harmless at K = 4096 and 256 tokens), so the block is whole
+// pairs of slabs and at least 128 tokens.
+int64_t token_lane_block(int64_t K_x) {
+  const int64_t pair = 2 * cpu::kTokenLanes;
+  return std::max<int64_t>(128, token_block(K_x) / pair * pair);
+}
+
 }  // namespace
 
 struct SparseLinearAccess {
@@ -173,7 +184,7 @@ void apply_packed(const PackedLinear& w, const LinearPlan& plan, const float* x,
   const cpu::LinearFn kernel = linear::plan_kernel(plan, w);
   NMKIT_ASSERT(kernel != nullptr);
   const bool int8 = w.dtype == DType::I8;
-  const int64_t block = token_block(int8 ? w.K_x / 4 : w.K_x);
+  const int64_t block = plan.route == Route::TokenLanes ? token_lane_block(w.K_x) : token_block(int8 ? w.K_x / 4 : w.K_x);
   // Activations padded with zeros to K_x (quantized, and lifted for a slid weight, for int8), one
   // token block at a time, in buffers reused across calls.
   thread_local std::vector<float> padded;
@@ -227,7 +238,17 @@ void apply_packed(const PackedLinear& w, const LinearPlan& plan, const float* x,
         const int64_t slabs = (count + cpu::kTokenLanes - 1) / cpu::kTokenLanes;
         const size_t bytes = static_cast<size_t>(slabs * w.K_x * cpu::kTokenLanes) * 4;
         if (xt.size < bytes) xt = cpu::AlignedBytes::zeros(bytes);
-        cpu::transpose_token_lanes(padded.data(), count, w.K_x, xt.as<float>());
+        // Slab by slab across the pool when that pays: serial, it took a fifth of a 192x576 call at
+        // 512 tokens.
+        const double seconds = 2.0 * static_cast<double>(bytes) / kOneCoreCopyBytesPerSecond;  // read + write
+        // The buffers are this thread's (thread_local): the workers get their addresses.
+        const float* source = padded.data();
+        float* lanes = xt.as<float>();
+        parallel_for(slabs, grain_for(slabs, 1, seconds), [&](int64_t begin, int64_t end) {
+          const int64_t m_begin = begin * cpu::kTokenLanes;
+          const int64_t tokens = std::min(count, end * cpu::kTokenLanes) - m_begin;
+          cpu::transpose_token_lanes(source + m_begin * w.K_x, tokens, w.K_x, lanes + m_begin * w.K_x);
+        });
         call.xt = xt.as<float>();
         run_rows(kernel, call, w.row_blocks);
         break;
