@@ -46,9 +46,10 @@ int64_t token_block(int64_t K_x) { return std::max<int64_t>(16, (int64_t{1} << 2
 // Tokens per block on token lanes: every block streams the whole weight once, so a block of a few
 // tokens on long rows (23 at K = 11008 by token_block) streamed it 22 times for 512 tokens and left
 // its second 16-token slab mostly padding (4096x11008 2:4 f32: 1.00x of oneDNN at 64 and 256 tokens
-// against 1.4-1.6x on 4096-wide rows, quiet). X^T of a block streams from L3 at every row block
-// anyway (16 bytes per FMA, measured harmless at K = 4096 and 256 tokens), so the block is whole
-// pairs of slabs and at least 128 tokens.
+// against 1.4-1.6x on 4096-wide rows, quiet). X^T of a 128-token block (2 MiB at K = 4096) streams
+// from L3 at every row block, which ran no slower than 64-token blocks there (4096x4096 at 256
+// tokens 1.47-1.50x of oneDNN against 1.43-1.45x), so the block is whole pairs of slabs and at least
+// 128 tokens.
 int64_t token_lane_block(int64_t K_x) {
   const int64_t pair = 2 * cpu::kTokenLanes;
   return std::max<int64_t>(128, token_block(K_x) / pair * pair);
@@ -238,8 +239,8 @@ void apply_packed(const PackedLinear& w, const LinearPlan& plan, const float* x,
         const int64_t slabs = (count + cpu::kTokenLanes - 1) / cpu::kTokenLanes;
         const size_t bytes = static_cast<size_t>(slabs * w.K_x * cpu::kTokenLanes) * 4;
         if (xt.size < bytes) xt = cpu::AlignedBytes::zeros(bytes);
-        // Slab by slab across the pool when that pays: serial, it took a fifth of a 192x576 call at
-        // 512 tokens.
+        // Slab by slab across the pool when that pays (a serial pass over all of X^T left the other
+        // thread waiting).
         const double seconds = 2.0 * static_cast<double>(bytes) / kOneCoreCopyBytesPerSecond;  // read + write
         // The buffers are this thread's (thread_local): the workers get their addresses.
         const float* source = padded.data();

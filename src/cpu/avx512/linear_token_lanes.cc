@@ -1,10 +1,11 @@
 // AVX-512 sparse24 kernels on token lanes (docs/design.md 8), f32 and bf16 weights, f32 activations, for
 // calls of several tokens. The activations come transposed (call.xt: 16 tokens per ZMM at each K),
 // so a kept value is one broadcast times the 16 tokens' activations at its K, found from its 2-bit
-// position: only the kept half of the products is executed, with no shuffle (the row-lane kernel of
-// linear_avx512.cc spends one vpermt2ps per FMA, so from a few tokens on it cannot beat dense).
-// Per kept value: a permute that broadcasts it from its row's register, two integer ops for its
-// position, and per slab a 64-byte load of X^T and one FMA.
+// position: only the kept half of the products is executed, and X is never gathered (the row-lane
+// kernel of linear_avx512.cc spends one vpermt2ps on X per FMA, so from a few tokens on it cannot beat
+// dense). Per kept value: a permute that broadcasts it from its row's register, two integer ops for
+// its position, and per slab a 64-byte load of X^T and one FMA (docs/design.md 8.1 has the issue
+// rates that make this the cheapest mix on this project's CPU).
 // GCC 12's AVX-512 headers seed some intrinsics with _mm512_undefined_*(), which -Wuninitialized
 // reports inside the header; the values are fully overwritten, so the warning is silenced here only.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -29,8 +30,6 @@ inline __m512 chunk_values(const uint16_t* p) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
 }
 
-// Writes the sums of R rows from block b for the tokens of S slabs from s0 (lane t of acc[r][s] is
-// token 16 (s0 + s) + t).
 // 8 rows' sums of one slab (lane t of rows[r] is token t) as 16 vectors of 8 rows, one per token:
 // out[t] holds rows 0-7 of token t, so each token's 8 outputs are one 32-byte store instead of 8
 // scattered 4-byte ones (the scattered stores took a third of the kernel's time at K = 576).
