@@ -330,15 +330,22 @@ double one_thread_seconds(const PackedLinear& w, int64_t tokens) {
 
 // oneDNN's GEMM on one thread, dense products per second, measured with a bare oneDNN matmul
 // (OMP_NUM_THREADS=1, SmolLM2 shapes 192-1536 x 576-1536 at 16-512 tokens, 2026-11-24, an Intel
-// Xeon with AMX): f32 64-91 G, bf16 451-829 G and int8 1110-1560 G (both on AMX tiles). Without AMX
-// oneDNN runs bf16 with vdpbf16ps and int8 with vpdpbusd, 2x and 4x the products of an f32 FMA per
-// instruction: those two rates are that ratio applied to the f32 rate, not a measurement. nmkit's
-// own kernels' rates (one_thread_seconds) made every oneDNN call look 3-20x longer than it is, so
-// sleeping workers were woken (about 70 us with oneDNN's team) for GEMMs of 30-70 us.
+// Xeon with AMX): f32 64-91 G, bf16 451-829 G and int8 1110-1560 G (both on AMX tiles). The AMD
+// Zen 5 VMs (no AMX) issue one ZMM FMA a cycle, not two: their one-thread oneDNN f32 calls ran
+// 40-49 G (`nmkit bench linear --shapes smollm2`, 2026-11-25, rows "onednn 1 thread": 576x576 at 16
+// tokens 0.133 ms, 192x576 at 64 0.144 ms), and with the Xeon's 85 G a 192x576 call of 64 tokens
+// looked short enough for one thread, which took 0.144 ms against 0.111 for oneDNN on both
+// (0.77x of the best dense kernel). So the f32 rate is the Xeon's where AMX says it is that class
+// of core and this machine's elsewhere. Without AMX oneDNN runs bf16 with vdpbf16ps and int8 with
+// vpdpbusd, 2x and 4x the products of an f32 FMA per instruction: those two rates are that ratio
+// applied to the f32 rate (int8 4 x 45 G matches the 200 G a thread of oneDNN's 2-thread int8 GEMM
+// runs here). nmkit's own kernels' rates (one_thread_seconds) made every oneDNN call look 3-20x
+// longer than it is, so sleeping workers were woken (about 70 us with oneDNN's team) for GEMMs of
+// 30-70 us.
 double onednn_one_thread_seconds(const PackedLinear& w, int64_t tokens, MatmulType type) {
   constexpr double kBytesPerSecond = 26e9;
-  constexpr double kF32 = 85e9;
   const bool amx = cpu_features().amx_tile;
+  const double kF32 = amx ? 85e9 : 45e9;
   const double products_per_second = type == MatmulType::F32    ? kF32
                                      : type == MatmulType::Bf16 ? (amx && cpu_features().amx_bf16 ? 500e9 : 2 * kF32)
                                                                 : (amx && cpu_features().amx_int8 ? 1100e9 : 4 * kF32);
