@@ -125,7 +125,6 @@ void lanes_block(const LinearCall& call, int64_t b, int64_t s0) {
     for (int r = 0; r < R; ++r) {
       row_values[r] = chunk_values(values + (r / kLinearRowBlock) * block_values + (r % kLinearRowBlock) * 16);
     }
-    __m512i lane = _mm512_setzero_si512();
 #pragma GCC unroll 16
     for (int j = 0; j < 16; ++j) {
       const char* group = reinterpret_cast<const char*>(xc + (j >> 1) * 4 * kTokenLanes);
@@ -136,14 +135,13 @@ void lanes_block(const LinearCall& call, int64_t b, int64_t s0) {
         // source alone) brings the field to bits [6, 8), so each offset costs two integer ops.
         const int shift = ((r % 2) * 32 + 2 * j - 6) & 63;
         const auto offset = static_cast<size_t>(std::rotr(words[r / 2], shift) & 0xC0u);
-        const __m512 v = _mm512_permutexvar_ps(lane, row_values[r]);
+        const __m512 v = _mm512_permutexvar_ps(_mm512_set1_epi32(j), row_values[r]);
 #pragma GCC unroll 2
         for (int s = 0; s < S; ++s) {
           const float* x = reinterpret_cast<const float*>(group + offset) + s * slab_stride;
           acc[r][s] = _mm512_fmadd_ps(v, _mm512_load_ps(x), acc[r][s]);
         }
       }
-      lane = _mm512_add_epi32(lane, _mm512_set1_epi32(1));
     }
   }
   store_lanes<R, S>(call, b, s0, acc);
