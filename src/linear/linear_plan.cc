@@ -179,6 +179,21 @@ int64_t onednn_from(const PackedLinear& w) {
   return INT64_MAX;
 }
 
+// The token-lane kernel of sparse24 weights of `dtype` on a tier (null where the tier has none).
+cpu::LinearFn token_lanes_kernel(const cpu::LinearKernels& k, DType dtype) {
+  return dtype == DType::F32 ? k.sparse24_f32_lanes : dtype == DType::BF16 ? k.sparse24_bf16_lanes : nullptr;
+}
+
+// Whether oneDNN's GEMM runs a call of M tokens: from onednn_from(w) tokens, except where token lanes
+// lead it (sparse24 f32, and bf16 with f32 activations, from kTokenLanesLeadTokens).
+bool onednn_leads(const PackedLinear& w, const cpu::LinearKernels& k, int64_t M) {
+  if (M < onednn_from(w)) return false;
+  const bool bf16_pairs = w.bf16_x && w.dtype == DType::BF16;  // bf16 x bf16 has its own kernel
+  const bool lanes_lead = w.kind == WeightFormat::Sparse24 && !w.slide && !bf16_pairs &&
+                          token_lanes_kernel(k, w.dtype) != nullptr && M >= kTokenLanesLeadTokens;
+  return !lanes_lead;
+}
+
 MatmulType matmul_type(DType dtype, bool bf16_x) {
   if (dtype == DType::I8) return MatmulType::Int8;
   // bf16 weights with f32 activations run an f32 copy: oneDNN's bf16 GEMM would round X to bf16.
@@ -212,11 +227,7 @@ LinearPlan plan_for(const LinearLayer& layer, int64_t M) {
     }
   }
   plan.matmul = matmul_type(plan.dtype, w.bf16_x);
-  const cpu::LinearFn lanes = w.dtype == DType::F32 ? kernels.sparse24_f32_lanes
-                              : w.dtype == DType::BF16 && !w.bf16_x ? kernels.sparse24_bf16_lanes
-                                                                     : nullptr;
-  const bool lanes_lead = w.kind == WeightFormat::Sparse24 && !w.slide && lanes != nullptr && M >= kTokenLanesLeadTokens;
-  if (!lanes_lead && M >= onednn_from(w) && onednn_allowed(layer, plan.matmul)) {
+  if (onednn_leads(w, kernels, M) && onednn_allowed(layer, plan.matmul)) {
     plan.route = Route::Onednn;
     // oneDNN starts the whole OpenMP team unless told otherwise; a call that ends before the team
     // would start (sleeping workers: `nmkit bench linear`, OMP_WAIT_POLICY=passive) runs on one
@@ -240,7 +251,7 @@ LinearPlan plan_for(const LinearLayer& layer, int64_t M) {
       } else if (bf16_pairs && kernels.sparse24_bf16x != nullptr) {
         plan.route = Route::Bf16Pairs;  // vdpbf16ps: twice the products of an f32 FMA per instruction
       } else if (M >= kTokenLaneTokens &&
-                 (plan.dtype == DType::F32 ? kernels.sparse24_f32_lanes : kernels.sparse24_bf16_lanes) != nullptr) {
+                 token_lanes_kernel(kernels, plan.dtype) != nullptr) {
         plan.route = Route::TokenLanes;
       } else {
         plan.route = Route::Rows;
@@ -263,7 +274,7 @@ cpu::LinearFn plan_kernel(const LinearPlan& plan, const PackedLinear& form) {
   const bool bf16_pairs = form.bf16_x && form.dtype == DType::BF16;
   switch (plan.route) {
     case Route::Rows: return cpu::linear_kernel_for(k, form.kind, form.dtype);
-    case Route::TokenLanes: return form.dtype == DType::F32 ? k.sparse24_f32_lanes : k.sparse24_bf16_lanes;
+    case Route::TokenLanes: return token_lanes_kernel(k, form.dtype);
     case Route::Bf16Pairs: return k.sparse24_bf16x;
     case Route::Slabs:
       return bf16_pairs ? k.nm_bf16x_slabs : form.dtype == DType::F32 ? k.nm_f32_slabs : k.nm_bf16_slabs;
@@ -345,10 +356,10 @@ double one_thread_seconds(const PackedLinear& w, int64_t tokens) {
 double onednn_one_thread_seconds(const PackedLinear& w, int64_t tokens, MatmulType type) {
   constexpr double kBytesPerSecond = 26e9;
   const bool amx = cpu_features().amx_tile;
-  const double kF32 = amx ? 85e9 : 45e9;
-  const double products_per_second = type == MatmulType::F32    ? kF32
-                                     : type == MatmulType::Bf16 ? (amx && cpu_features().amx_bf16 ? 500e9 : 2 * kF32)
-                                                                : (amx && cpu_features().amx_int8 ? 1100e9 : 4 * kF32);
+  const double f32_rate = amx ? 85e9 : 45e9;
+  const double products_per_second = type == MatmulType::F32    ? f32_rate
+                                     : type == MatmulType::Bf16 ? (amx && cpu_features().amx_bf16 ? 500e9 : 2 * f32_rate)
+                                                                : (amx && cpu_features().amx_int8 ? 1100e9 : 4 * f32_rate);
   const double products = static_cast<double>(tokens) * static_cast<double>(w.rows) * static_cast<double>(w.K);
   return std::max(static_cast<double>(w.streamed_bytes) / kBytesPerSecond, products / products_per_second);
 }

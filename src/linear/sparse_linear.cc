@@ -250,7 +250,7 @@ void apply_packed(const PackedLinear& w, const LinearPlan& plan, const float* x,
           const int64_t tokens = std::min(count, end * cpu::kTokenLanes) - m_begin;
           cpu::transpose_token_lanes(source + m_begin * w.K_x, tokens, w.K_x, lanes + m_begin * w.K_x);
         });
-        call.xt = xt.as<float>();
+        call.xt = lanes;
         run_rows(kernel, call, w.row_blocks);
         break;
       }
