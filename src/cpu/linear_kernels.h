@@ -97,7 +97,8 @@ struct LinearCall {
   // w->values; w still supplies rows, K_x, bias and the int8 row scales and sums.
   const void* tile = nullptr;
   // Token-lane kernels only: X transposed into slabs of kTokenLanes tokens, (ceil(M/16), K_x, 16)
-  // f32 with zero lanes past M, built once per call by transpose_token_lanes.
+  // f32 with zero lanes past M, built once per call by the tier's
+  // to_token_lanes (cpu/activation_kernels.h).
   const float* xt = nullptr;
 };
 

@@ -1,5 +1,5 @@
 // Portable pieces of SparseLinear's call driver (src/linear/sparse_linear.cc): the dense tiles of the
-// compute-bound regime, the token-lane transpose, and the kernel slot of a packed weight. The
+// compute-bound regime and the kernel slot of a packed weight. The
 // per-ISA kernels they feed are in src/cpu.
 #pragma once
 
@@ -14,9 +14,6 @@ namespace nmkit::cpu {
 // (f32 for f32/bf16 weights, int8 for int8): K_x/32 (int8: K_x/128) chunks of 4 rows. Portable code:
 // its cost is shared by all the tokens of a call.
 void decompress_block(const PackedLinear& w, int64_t b, void* tile);
-// Writes the (M, K_x) activations x as ceil(M/16) slabs of (K_x, 16): slab s, row k holds
-// x[16s .. 16s+15, k], zero past M. Portable code, once per call.
-void transpose_token_lanes(const float* x, int64_t M, int64_t K_x, float* xt);
 // Bytes of one tile of `w`.
 size_t tile_bytes(const PackedLinear& w);
 

@@ -56,6 +56,18 @@ constexpr int64_t kTokenLaneTokens = 8;
 // model runs stacked with q).
 constexpr int64_t kTokenLanesLeadTokens = 16;
 
+// Token-lane calls of at least this many tokens (a 32-token slab pair per thread) on a weight of at
+// most this many streamed bytes split their tokens between the threads, each running every row,
+// instead of their rows. Split by rows, each core reads all of X^T and half of it was written by the
+// other core; split by tokens, each reads only the X^T it wrote but streams the whole weight, which
+// pays while the weight is small. Measured (quiet, 2026-11-25, 2:4 f32, `nmkit bench linear
+// --pattern 2:4 --dtype f32 --m 64,128,256,512`, ms rows / tokens): 192x576 (240 KiB) 0.086/0.054 at
+// 64, 0.32/0.21 at 256, 0.64/0.39 at 512; 576x576 0.18/0.16, 0.64/0.64, 1.32/1.16; 1536x576 and
+// 576x1536 (1.9 MiB) 3-15% faster at 64-512; 4096x4096 (8.5 MiB) within 3%, 11008x4096 and
+// 4096x11008 -8% to +8%, 49152x576 -4% at 64 and +12% at 256: no consistent gain past a few MiB.
+constexpr int64_t kLanesSplitTokens = 64;
+constexpr size_t kLanesSplitWeightBytes = size_t{4} << 20;
+
 // The AVX-512 nm kernels expand each K slab once for all tokens from this many tokens; up to 4 the
 // streaming kernel, which keeps 4 tokens' sums in registers, expands each mask once per call too.
 constexpr int64_t kSlabTokens = 5;
@@ -253,6 +265,7 @@ LinearPlan plan_for(const LinearLayer& layer, int64_t M) {
       } else if (M >= kTokenLaneTokens &&
                  token_lanes_kernel(kernels, plan.dtype) != nullptr) {
         plan.route = Route::TokenLanes;
+        plan.lanes_split_tokens = M >= kLanesSplitTokens && w.streamed_bytes <= kLanesSplitWeightBytes && thread_count() > 1;
       } else {
         plan.route = Route::Rows;
       }

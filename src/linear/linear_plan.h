@@ -50,6 +50,9 @@ struct LinearPlan {
   Route route = Route::Rows;
   MatmulType matmul = MatmulType::F32;  // Route::Onednn only
   int onednn_threads = 1;               // Route::Onednn only: the pool's threads, or 1 for a short call
+  // Route::TokenLanes only: the threads split the call's tokens (each transposes its own and runs
+  // every row over them) instead of its rows (each reading all of X^T).
+  bool lanes_split_tokens = false;
 };
 
 // The plan for M >= 1 tokens per call.

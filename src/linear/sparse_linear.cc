@@ -185,7 +185,10 @@ void apply_packed(const PackedLinear& w, const LinearPlan& plan, const float* x,
   const cpu::LinearFn kernel = linear::plan_kernel(plan, w);
   NMKIT_ASSERT(kernel != nullptr);
   const bool int8 = w.dtype == DType::I8;
-  const int64_t block = plan.route == Route::TokenLanes ? token_lane_block(w.K_x) : token_block(int8 ? w.K_x / 4 : w.K_x);
+  // Token lanes split by tokens (the plan's lanes_split_tokens) take a block per thread at once.
+  const int64_t block = plan.route != Route::TokenLanes ? token_block(int8 ? w.K_x / 4 : w.K_x)
+                        : plan.lanes_split_tokens      ? token_lane_block(w.K_x) * thread_count()
+                                                       : token_lane_block(w.K_x);
   // Activations padded with zeros to K_x (quantized, and lifted for a slid weight, for int8), one
   // token block at a time, in buffers reused across calls.
   thread_local std::vector<float> padded;
@@ -197,10 +200,13 @@ void apply_packed(const PackedLinear& w, const LinearPlan& plan, const float* x,
   const cpu::ActivationKernels& passes = cpu::kernels_for(w.tier).activation;
   const bool wants_bf16 = plan.route == Route::Bf16Pairs || (plan.route == Route::Slabs && w.bf16_x && w.dtype == DType::BF16);
   const int64_t first = std::min(block, M);
+  // Token lanes transpose the caller's X straight into X^T (zero past K) when nothing (a lift, bf16
+  // rounding) has to change it first: the padded copy was a second pass over X.
+  const bool direct_lanes = plan.route == Route::TokenLanes && w.lift_source.empty() && !w.bf16_x;
   if (int8) {
     codes.resize(static_cast<size_t>(first * w.K_x));
     scales.resize(static_cast<size_t>(first));
-  } else {
+  } else if (!direct_lanes) {
     padded.resize(static_cast<size_t>(first * w.K_x));
   }
   const int64_t cols = w.slide ? w.slide->K_prime() : w.K;  // columns the activation producer writes
@@ -219,7 +225,7 @@ void apply_packed(const PackedLinear& w, const LinearPlan& plan, const float* x,
       for (int64_t m = 0; m < count; ++m) std::memset(codes.data() + m * w.K_x + cols, 0, static_cast<size_t>(w.K_x - cols));
       call.x = codes.data();
       call.x_scale = scales.data();
-    } else {
+    } else if (!direct_lanes) {
       if (wants_bf16) x_bf16.resize(static_cast<size_t>(count * w.K_x));
       for (int64_t m = 0; m < count; ++m) {
         float* dst = padded.data() + m * w.K_x;
@@ -239,16 +245,38 @@ void apply_packed(const PackedLinear& w, const LinearPlan& plan, const float* x,
         const int64_t slabs = (count + cpu::kTokenLanes - 1) / cpu::kTokenLanes;
         const size_t bytes = static_cast<size_t>(slabs * w.K_x * cpu::kTokenLanes) * 4;
         if (xt.size < bytes) xt = cpu::AlignedBytes::zeros(bytes);
+        // The buffers are this thread's (thread_local): the workers get their addresses.
+        const float* source = direct_lanes ? x + m0 * w.K : padded.data();
+        const int64_t ld = direct_lanes ? w.K : w.K_x;  // row stride, and the columns a row holds
+        float* lanes = xt.as<float>();
+        auto transpose = [&](int64_t m_begin, int64_t tokens) {
+          passes.to_token_lanes(source + m_begin * ld, ld, tokens, ld, w.K_x, lanes + m_begin * w.K_x);
+        };
+        if (plan.lanes_split_tokens) {
+          // Each thread transposes its own slab pairs and runs every row over them: one parallel
+          // region, and no X^T line written by one core and read by the other (linear_plan.cc
+          // kLanesSplitTokens has the measurements).
+          const int64_t pairs = (slabs + 1) / 2, pair_tokens = 2 * cpu::kTokenLanes;
+          const double seconds = linear::one_thread_seconds(w, count) + 2.0 * static_cast<double>(bytes) / kOneCoreCopyBytesPerSecond;
+          parallel_for(pairs, grain_for(pairs, 1, seconds), [&](int64_t begin, int64_t end) {
+            const int64_t m_begin = begin * pair_tokens;
+            const int64_t tokens = std::min(count, end * pair_tokens) - m_begin;
+            transpose(m_begin, tokens);
+            cpu::LinearCall part = call;
+            part.M = tokens;
+            part.y = call.y + m_begin * call.ldy;
+            part.xt = lanes + m_begin * w.K_x;
+            part.block_begin = 0;
+            part.block_end = w.row_blocks;
+            kernel(part);
+          });
+          break;
+        }
         // Slab by slab across the pool when that pays (a serial pass over all of X^T left the other
         // thread waiting).
         const double seconds = 2.0 * static_cast<double>(bytes) / kOneCoreCopyBytesPerSecond;  // read + write
-        // The buffers are this thread's (thread_local): the workers get their addresses.
-        const float* source = padded.data();
-        float* lanes = xt.as<float>();
         parallel_for(slabs, grain_for(slabs, 1, seconds), [&](int64_t begin, int64_t end) {
-          const int64_t m_begin = begin * cpu::kTokenLanes;
-          const int64_t tokens = std::min(count, end * cpu::kTokenLanes) - m_begin;
-          cpu::transpose_token_lanes(source + m_begin * w.K_x, tokens, w.K_x, lanes + m_begin * w.K_x);
+          transpose(begin * cpu::kTokenLanes, std::min(count, end * cpu::kTokenLanes) - begin * cpu::kTokenLanes);
         });
         call.xt = lanes;
         run_rows(kernel, call, w.row_blocks);

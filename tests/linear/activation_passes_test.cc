@@ -142,5 +142,39 @@ TEST(ActivationPasses, OneNonFiniteValueAtAnyPositionIsFound) {
   }
 }
 
+// X on token lanes against its definition (cpu/activation_kernels.h), bit for bit: every token count
+// around a slab edge, K around the 16-wide steps (with K_x padded past it as the packs pad it, and
+// K = K_x), a row stride wider than K, and bytes past the last slab left alone.
+TEST(ActivationPasses, TokenLanesHoldXTransposedWithZerosPastTokensAndK) {
+  if (!active_tier().ok()) GTEST_SKIP() << "tier not supported here";
+  constexpr int64_t kLanes = 16;
+  for (int64_t tokens : {1, 3, 15, 16, 17, 33, 100}) {
+    for (int64_t K : {1, 15, 16, 17, 31, 32, 100, 576}) {
+      for (int64_t pad : {0, 1}) {
+        const int64_t K_x = ((K + 15) / 16 + pad) * 16;  // 16-wide steps, one more with pad (packs pad to 32)
+        const int64_t ldx = K + 3 * pad;                  // a strided X too
+        const uint64_t seed = 5000 + static_cast<uint64_t>(tokens * 1000 + K * 2 + pad);
+        // Random bit patterns: a NaN or a negative zero must be moved as it is, not computed with.
+        const std::vector<float> x = awkward_values(static_cast<size_t>(tokens * ldx), seed, false);
+        const int64_t slabs = (tokens + kLanes - 1) / kLanes;
+        std::vector<float> xt(static_cast<size_t>(slabs * K_x * kLanes + 1), kSentinel);
+        passes().to_token_lanes(x.data(), ldx, tokens, K, K_x, xt.data());
+        for (int64_t s = 0; s < slabs; ++s) {
+          for (int64_t k = 0; k < K_x; ++k) {
+            for (int64_t t = 0; t < kLanes; ++t) {
+              const int64_t m = s * kLanes + t;
+              const float want = m < tokens && k < K ? x[static_cast<size_t>(m * ldx + k)] : 0.0f;
+              ASSERT_EQ(to_bits(xt[static_cast<size_t>((s * K_x + k) * kLanes + t)]), to_bits(want))
+                  << "tokens=" << tokens << " K=" << K << " K_x=" << K_x << " ldx=" << ldx << " token " << m << " k " << k
+                  << " seed=" << seed;
+            }
+          }
+        }
+        EXPECT_EQ(xt.back(), kSentinel) << "tokens=" << tokens << " K=" << K;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace nmkit

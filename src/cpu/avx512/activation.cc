@@ -78,7 +78,60 @@ bool convert_all(const float* x, size_t n, float* rounded, uint16_t* bits) {
   return bad == 0;
 }
 
+// Transposes 16 rows of 16 floats in registers: afterwards r[k] holds element k of every row.
+// Pairs of rows interleave (unpack), then quads (shuffle_ps), then 128-bit lanes twice (shuffle_f32x4).
+inline void transpose16(__m512 (&r)[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+  for (int h = 0; h < 2; ++h) {
+    for (int i = 0; i < 4; ++i) {
+      t[8 * h + i] = _mm512_shuffle_f32x4(r[8 * h + i], r[8 * h + 4 + i], 0x88);
+      t[8 * h + 4 + i] = _mm512_shuffle_f32x4(r[8 * h + i], r[8 * h + 4 + i], 0xDD);
+    }
+  }
+  for (int i = 0; i < 8; ++i) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88);
+    r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xDD);
+  }
+}
+
 }  // namespace
+
+void to_token_lanes(const float* x, int64_t ldx, int64_t tokens, int64_t K, int64_t K_x, float* xt) {
+  // 16 tokens x 16 K per step: 16 row loads (masked past K, zero past the last token), one
+  // transpose, 16 stores of 64 contiguous bytes. The scalar pass wrote one float at a time: at
+  // 192x576 and 256 tokens it was a fifth of the token-lane kernel's time. Every loop below has a
+  // constant trip count, so the 16 registers stay registers (a loop to a run-time count made GCC
+  // keep them on the stack).
+  constexpr int64_t kLanes = 16;  // cpu::kTokenLanes
+  const int64_t slabs = (tokens + kLanes - 1) / kLanes;
+  for (int64_t s = 0; s < slabs; ++s) {
+    float* slab = xt + s * K_x * kLanes;
+    const int64_t here = tokens - s * kLanes < kLanes ? tokens - s * kLanes : kLanes;
+    const float* rows = x + s * kLanes * ldx;
+    for (int64_t k0 = 0; k0 < K_x; k0 += 16) {
+      float* out = slab + k0 * kLanes;
+      const auto mask = K - k0 >= 16 ? static_cast<__mmask16>(0xFFFF)
+                        : K > k0     ? static_cast<__mmask16>((1u << (K - k0)) - 1u)
+                                     : static_cast<__mmask16>(0);
+      __m512 r[16];
+      for (int t = 0; t < 16; ++t) {
+        r[t] = t < here ? _mm512_maskz_loadu_ps(mask, rows + t * ldx + k0) : _mm512_setzero_ps();
+      }
+      transpose16(r);
+      for (int k = 0; k < 16; ++k) _mm512_storeu_ps(out + k * kLanes, r[k]);
+    }
+  }
+}
 
 bool all_finite(const float* x, size_t n) {
   // Four vectors per step, their masks or-ed: the loop runs at the load rate.

@@ -1,5 +1,6 @@
 // The activation passes for any x86-64: the core's branch-free loops (include/nmkit/dtype.h), which
 // the compiler vectorizes as far as the baseline ISA allows.
+#include <algorithm>
 #include <cstring>
 
 #include "cpu/activation_kernels.h"
@@ -25,6 +26,23 @@ bool to_bf16(const float* x, size_t n, float* rounded, uint16_t* bits) {
   if (rounded != x && n > 0) std::memcpy(rounded, x, n * sizeof(float));
   round_to_bf16(rounded, bits, n);
   return finite;
+}
+
+void to_token_lanes(const float* x, int64_t ldx, int64_t tokens, int64_t K, int64_t K_x, float* xt) {
+  constexpr int64_t kLanes = 16;  // cpu::kTokenLanes
+  const int64_t slabs = (tokens + kLanes - 1) / kLanes;
+  for (int64_t s = 0; s < slabs; ++s) {
+    float* slab = xt + s * K_x * kLanes;
+    const int64_t here = std::min(kLanes, tokens - s * kLanes);
+    // 16 K at a time, so both the 16 source rows and the destination stay in L1.
+    for (int64_t k0 = 0; k0 < K_x; k0 += 16) {
+      const int64_t kn = std::min<int64_t>(16, K_x - k0);
+      for (int64_t t = 0; t < kLanes; ++t) {
+        const float* src = t < here ? x + (s * kLanes + t) * ldx : nullptr;  // no row past X
+        for (int64_t k = k0; k < k0 + kn; ++k) slab[k * kLanes + t] = t < here && k < K ? src[k] : 0.0f;
+      }
+    }
+  }
 }
 
 }  // namespace nmkit::cpu::scalar
