@@ -15,7 +15,7 @@ void fill_activation_kernels(IsaTier tier, ActivationKernels& slots) {
       slots.all_finite = avx2::all_finite;
       slots.all_finite_bf16 = avx2::all_finite_bf16;
       slots.to_bf16 = avx2::to_bf16;
-      slots.to_token_lanes = scalar::to_token_lanes;  // no token-lane kernels on AVX2: kept for completeness
+      slots.to_token_lanes = scalar::to_token_lanes;  // the portable pass: AVX2 has no token-lane kernels
       break;
     case IsaTier::Avx512:
       slots.all_finite = avx512::all_finite;

@@ -1,9 +1,10 @@
 // Slots of the passes over a linear layer's activations that run outside its kernels: the scan for
 // NaN and infinity every call makes, the conversion to bf16 (bits for a bf16 GEMM, rounded f32
-// for the bf16-activation kernels), and the transpose onto token lanes (the token-lane kernels' X). Filled per tier by src/cpu/activation_dispatch.cc; every tier
-// reproduces the per-value rule of f32_to_bf16 (include/nmkit/dtype.h) bit for bit (docs/design.md
-// section 8.2: around a oneDNN GEMM of a SmolLM2 layer these passes cost as much as half the GEMM
-// when compiled for the baseline ISA).
+// for the bf16-activation kernels), and the transpose onto token lanes (the token-lane kernels' X).
+// Filled per tier by src/cpu/activation_dispatch.cc; every tier reproduces the per-value rule of
+// f32_to_bf16 (include/nmkit/dtype.h) bit for bit, and moves X's bits unchanged onto token lanes
+// (docs/design.md section 8.2: around a oneDNN GEMM of a SmolLM2 layer these passes cost as much as
+// half the GEMM when compiled for the baseline ISA).
 //
 // Tier translation units follow the rules of quant_kernels.h: intrinsics, plain loops, libc calls,
 // functions in an anonymous namespace and out-of-line baseline helpers only.

@@ -53,7 +53,8 @@ constexpr int64_t kTokenLaneTokens = 8;
 // token blocks, sparse_linear.cc); SmolLM2's 576-wide shapes 0.95-1.30 at 16 (oneDNN 0.94-1.03),
 // 1.03-1.34 at 64-512, but 0.82-0.97 at 8 (oneDNN leads there, half of each 16-token slab being
 // padding) and 0.85 on 192x576 at 64-512 (0.12-0.6 ms calls: then X^T's transpose and its sharing
-// between the cores weighed; 1.10-1.31x since the register transpose and kLanesSplitTokens below).
+// between the cores weighed; 1.15-1.37x in two full runs since the register transpose and
+// kLanesSplitTokens below).
 constexpr int64_t kTokenLanesLeadTokens = 16;
 
 // Token-lane calls of at least this many tokens (a 32-token slab pair per thread) on a weight of at
