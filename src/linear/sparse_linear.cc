@@ -276,7 +276,8 @@ void apply_packed(const PackedLinear& w, const LinearPlan& plan, const float* x,
         // thread waiting).
         const double seconds = 2.0 * static_cast<double>(bytes) / kOneCoreCopyBytesPerSecond;  // read + write
         parallel_for(slabs, grain_for(slabs, 1, seconds), [&](int64_t begin, int64_t end) {
-          transpose(begin * cpu::kTokenLanes, std::min(count, end * cpu::kTokenLanes) - begin * cpu::kTokenLanes);
+          const int64_t m_begin = begin * cpu::kTokenLanes;
+          transpose(m_begin, std::min(count, end * cpu::kTokenLanes) - m_begin);
         });
         call.xt = lanes;
         run_rows(kernel, call, w.row_blocks);

@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include "cpu/activation_kernels.h"
+#include "cpu/linear_kernels.h"
 
 namespace nmkit::cpu::avx512 {
 namespace {
@@ -112,14 +113,14 @@ void to_token_lanes(const float* x, int64_t ldx, int64_t tokens, int64_t K, int6
   // 192x576 and 256 tokens it was a fifth of the token-lane kernel's time. Every loop below has a
   // constant trip count, so the 16 registers stay registers (a loop to a run-time count made GCC
   // keep them on the stack).
-  constexpr int64_t kLanes = 16;  // cpu::kTokenLanes
-  const int64_t slabs = (tokens + kLanes - 1) / kLanes;
+  static_assert(kTokenLanes == 16, "one transpose16 per 16 tokens x 16 K");
+  const int64_t slabs = (tokens + kTokenLanes - 1) / kTokenLanes;
   for (int64_t s = 0; s < slabs; ++s) {
-    float* slab = xt + s * K_x * kLanes;
-    const int64_t here = tokens - s * kLanes < kLanes ? tokens - s * kLanes : kLanes;
-    const float* rows = x + s * kLanes * ldx;
+    float* slab = xt + s * K_x * kTokenLanes;
+    const int64_t here = tokens - s * kTokenLanes < kTokenLanes ? tokens - s * kTokenLanes : kTokenLanes;
+    const float* rows = x + s * kTokenLanes * ldx;
     for (int64_t k0 = 0; k0 < K_x; k0 += 16) {
-      float* out = slab + k0 * kLanes;
+      float* out = slab + k0 * kTokenLanes;
       const auto mask = K - k0 >= 16 ? static_cast<__mmask16>(0xFFFF)
                         : K > k0     ? static_cast<__mmask16>((1u << (K - k0)) - 1u)
                                      : static_cast<__mmask16>(0);
@@ -128,7 +129,7 @@ void to_token_lanes(const float* x, int64_t ldx, int64_t tokens, int64_t K, int6
         r[t] = t < here ? _mm512_maskz_loadu_ps(mask, rows + t * ldx + k0) : _mm512_setzero_ps();
       }
       transpose16(r);
-      for (int k = 0; k < 16; ++k) _mm512_storeu_ps(out + k * kLanes, r[k]);
+      for (int k = 0; k < 16; ++k) _mm512_storeu_ps(out + k * kTokenLanes, r[k]);
     }
   }
 }

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "cpu/activation_kernels.h"
+#include "cpu/linear_kernels.h"
 #include "nmkit/dtype.h"
 
 namespace nmkit::cpu::scalar {
@@ -29,17 +30,19 @@ bool to_bf16(const float* x, size_t n, float* rounded, uint16_t* bits) {
 }
 
 void to_token_lanes(const float* x, int64_t ldx, int64_t tokens, int64_t K, int64_t K_x, float* xt) {
-  constexpr int64_t kLanes = 16;  // cpu::kTokenLanes
-  const int64_t slabs = (tokens + kLanes - 1) / kLanes;
+  const int64_t slabs = (tokens + kTokenLanes - 1) / kTokenLanes;
   for (int64_t s = 0; s < slabs; ++s) {
-    float* slab = xt + s * K_x * kLanes;
-    const int64_t here = std::min(kLanes, tokens - s * kLanes);
-    // 16 K at a time, so both the 16 source rows and the destination stay in L1.
+    float* slab = xt + s * K_x * kTokenLanes;
+    const int64_t here = std::min<int64_t>(kTokenLanes, tokens - s * kTokenLanes);
+    // 16 K at a time (K_x is a multiple of 16), so both the 16 source rows and the destination stay in L1.
     for (int64_t k0 = 0; k0 < K_x; k0 += 16) {
-      const int64_t kn = std::min<int64_t>(16, K_x - k0);
-      for (int64_t t = 0; t < kLanes; ++t) {
-        const float* src = t < here ? x + (s * kLanes + t) * ldx : nullptr;  // no row past X
-        for (int64_t k = k0; k < k0 + kn; ++k) slab[k * kLanes + t] = t < here && k < K ? src[k] : 0.0f;
+      for (int64_t t = 0; t < kTokenLanes; ++t) {
+        if (t >= here) {  // no row past X: zeros
+          for (int64_t k = k0; k < k0 + 16; ++k) slab[k * kTokenLanes + t] = 0.0f;
+          continue;
+        }
+        const float* src = x + (s * kTokenLanes + t) * ldx;
+        for (int64_t k = k0; k < k0 + 16; ++k) slab[k * kTokenLanes + t] = k < K ? src[k] : 0.0f;
       }
     }
   }
