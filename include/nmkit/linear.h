@@ -7,13 +7,17 @@
 // packed weight once per call (per block of tokens for large M) with several rows in flight and the
 // activations in registers or L1, and on AVX-512 sparse24 f32/bf16 weights run on token lanes (X
 // transposed so that 16 tokens share a ZMM; each kept value is one broadcast FMA, so only the kept
-// products are executed). Larger M is bound by arithmetic; there the best a CPU without sparse units
-// can do is to match dense, and the fastest dense GEMM here is oneDNN's: from a token count per form
+// products are executed). Larger M is bound by arithmetic; there sparsity pays only where a kernel
+// executes just the kept products (token lanes, and row lanes below), elsewhere the best a CPU
+// without sparse units can do is to match dense, and the fastest dense GEMM here is oneDNN's: from a
+// token count per form
 // (the plan, src/linear/linear_plan.cc, holds every threshold with its measurement) a call runs
 // oneDNN's matmul on the weight decompressed once into oneDNN's prepacked dense layout. That copy is
 // built by the first such call (rows * K * 4 bytes for f32 and for bf16 weights with f32 activations,
-// 2 for bf16 activations, 1 for int8) and then held beside the sparse form. kernel_name(M) names the
-// form and kernel a call of M tokens runs.
+// 2 for bf16 activations, 1 for int8) and then held beside the sparse form. On AVX-512 an INT8
+// sparse24 weight runs those calls instead on row lanes, a copy of its kept codes with their byte
+// positions (2 bytes per kept code, built by the first such call), executing only the kept
+// products. kernel_name(M) names the form and kernel a call of M tokens runs.
 //
 // Non-finite activations: a NaN or infinity in X is an Error naming its row and column, on every
 // path and tier (the int8 paths cannot represent it; the float paths would spread it silently to

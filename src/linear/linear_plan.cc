@@ -11,6 +11,8 @@
 
 #include "cpu/kernel_table.h"
 #include "linear/linear_driver.h"
+#include "linear/linear_row_lanes.h"
+#include "linear/linear_slid_forms.h"
 #include "nmkit/cpu.h"
 #include "nmkit/threads.h"
 
@@ -79,6 +81,20 @@ constexpr int64_t kSlabTokens = 5;
 // repaid. On AVX-512 nm slabs ran 0.90-0.99x of dense f32 at 64 and 256 tokens where tiles ran
 // 0.63-0.92x (quiet), so nm takes no tiles there.
 constexpr int64_t kTileTokens = 64;
+
+// INT8 sparse24 weights (not slid) run on row lanes (src/cpu/avx512/linear_int8_row_lanes.cc) from
+// this many tokens on rows of at most kRowLanesShortK, and from kRowLanesTokens elsewhere, instead of
+// oneDNN's GEMM on their dense copy. The row-lane form streams 2 bytes per kept code, as many as the
+// dense int8 copy, so it gains only once the call is bound by arithmetic; on short rows that is
+// sooner. Quiet, 2026-11-25 (`nmkit bench linear --shapes 7b,smollm2 --m 4,8,16,32 (then 64,256)
+// --pattern 2:4 --dtype int8`, ratios to the best dense int8 kernel, oneDNN): 7B shapes 0.88-0.89x at
+// 8, 0.90-0.95x at 16, 0.99-1.04x at 32, 1.02-1.36x at 64-256; SmolLM2's 576-wide rows 1.07-1.58x at
+// 8, 0.98-1.36x at 16 and 0.88-1.36x at 32 (576x576 0.88x), 0.99-1.41x at 64-256; 576x1536 0.80-0.89x
+// at 8-32. Slid weights stay on their unslid codes: row lanes over K_prime ran 0.59-0.96x of dense
+// at 16-256 tokens (3/4 of the dense products, at the row lanes' rate).
+constexpr int64_t kRowLanesTokens = 64;
+constexpr int64_t kRowLanesShortRowTokens = 8;
+constexpr int64_t kRowLanesShortK = 1024;
 
 // --- oneDNN --------------------------------------------------------------------------------------
 
@@ -231,6 +247,13 @@ LinearPlan plan_for(const LinearLayer& layer, int64_t M) {
   LinearPlan plan;
   plan.kind = w.kind;
   plan.dtype = w.dtype;
+  const int64_t row_lanes_from = w.K <= kRowLanesShortK ? kRowLanesShortRowTokens : kRowLanesTokens;
+  if (w.dtype == DType::I8 && w.kind == WeightFormat::Sparse24 && !w.slide &&
+      kernels.sparse24_i8_row_lanes != nullptr && M >= row_lanes_from) {
+    plan.form = FormUsed::RowLanes;
+    plan.route = Route::RowLanes;
+    return plan;
+  }
   if (w.slide) {
     const bool int8 = w.dtype == DType::I8;
     const int64_t from = int8 ? kUnslidInt8Tokens : w.bf16_x ? kUnslidNmTokensBf16x : kUnslidNmTokensF32x;
@@ -293,9 +316,19 @@ cpu::LinearFn plan_kernel(const LinearPlan& plan, const PackedLinear& form) {
     case Route::Slabs:
       return bf16_pairs ? k.nm_bf16x_slabs : form.dtype == DType::F32 ? k.nm_f32_slabs : k.nm_bf16_slabs;
     case Route::Tiles: return form.dtype == DType::I8 ? k.dense_i8 : k.dense_f32;
+    case Route::RowLanes: return k.sparse24_i8_row_lanes;
     case Route::Onednn: return nullptr;
   }
   return nullptr;
+}
+
+const PackedLinear& plan_form(const LinearPlan& plan, const PackedLinear& w) {
+  switch (plan.form) {
+    case FormUsed::Own: return w;
+    case FormUsed::Unslid: return cpu::many_tokens_form(w);
+    case FormUsed::RowLanes: return cpu::row_lanes_form(w);
+  }
+  return w;
 }
 
 std::string plan_name(const PackedLinear& w, const LinearPlan& plan) {
@@ -317,6 +350,7 @@ std::string plan_name(const PackedLinear& w, const LinearPlan& plan) {
     case Route::TokenLanes: how += " token lanes"; break;
     case Route::Slabs: how += " slabs"; break;
     case Route::Tiles: how += " tiles"; break;
+    case Route::RowLanes: how += " row lanes"; break;
     case Route::Onednn: how += plan.onednn_threads == 1 && thread_count() > 1 ? " onednn 1 thread" : " onednn"; break;
   }
   const char* type = w.dtype == DType::F32 ? " f32" : w.dtype == DType::BF16 ? " bf16" : " int8";
@@ -330,6 +364,7 @@ size_t plan_bytes(const PackedLinear& w, const LinearPlan& plan) {
     return rows * static_cast<size_t>(w.K) * size + (plan.matmul == MatmulType::Int8 ? rows * 4 : 0);
   }
   if (plan.form == FormUsed::Own) return w.streamed_bytes;
+  if (plan.form == FormUsed::RowLanes) return cpu::row_lanes_bytes(w);
   // The unslid forms as linear_pack.cc lays them out (built or not).
   const auto padded_rows = static_cast<size_t>(w.row_blocks * cpu::kLinearRowBlock);
   if (w.dtype == DType::I8) {

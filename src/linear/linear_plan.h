@@ -32,6 +32,7 @@ struct LinearLayer {
 enum class FormUsed {
   Own,     // the layer's packed weight
   Unslid,  // a slid weight's unslid form (cpu::many_tokens_form): dense INT8 codes, or the nm pack
+  RowLanes,  // an INT8 sparse24 weight's row-lane form (cpu::row_lanes_form)
 };
 
 enum class Route {
@@ -40,6 +41,7 @@ enum class Route {
   Bf16Pairs,   // sparse24 bf16 weights times bf16 activations, vdpbf16ps over pairs
   Slabs,       // nm: each K slab of a row block expanded once for all the call's tokens
   Tiles,       // row blocks decompressed into dense tiles, the dense micro-kernel on each
+  RowLanes,    // INT8 sparse24: 16 rows per ZMM, one byte gather and one vpdpbusd per kept quad
   Onednn,      // oneDNN's GEMM on the weight decompressed once into its dense prepacked layout
 };
 
@@ -60,6 +62,9 @@ LinearPlan plan_for(const LinearLayer& layer, int64_t M);
 
 // The kernel slot of a plan's route on the form it reads (null for Route::Onednn).
 cpu::LinearFn plan_kernel(const LinearPlan& plan, const cpu::PackedLinear& form);
+
+// The packed form a plan reads: w itself, or one of the forms built from it on first use.
+const cpu::PackedLinear& plan_form(const LinearPlan& plan, const cpu::PackedLinear& w);
 
 // "avx512 sparse24 f32 token lanes", "avx512 dense bf16 onednn", "avx512 slid6:8 int8 as dense", ...
 std::string plan_name(const cpu::PackedLinear& w, const LinearPlan& plan);

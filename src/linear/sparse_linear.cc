@@ -141,7 +141,9 @@ Status SparseLinear::set_bias(const TensorView& bias) {
   layer_->packed->bias = cpu::AlignedBytes::zeros(static_cast<size_t>(layer_->packed->rows) * 4);
   convert_to_f32(bias.dtype, bias.data, layer_->packed->bias.as<float>(), static_cast<size_t>(layer_->packed->rows));
   layer_->packed->has_bias = true;
-  if (layer_->packed->many_tokens) cpu::copy_bias(*layer_->packed, *layer_->packed->many_tokens);  // built by an earlier call
+  // Forms built by an earlier call carry their own copy.
+  if (layer_->packed->many_tokens) cpu::copy_bias(*layer_->packed, *layer_->packed->many_tokens);
+  if (layer_->packed->row_lanes) cpu::copy_bias(*layer_->packed, *layer_->packed->row_lanes);
   return ok_status();
 }
 
@@ -453,7 +455,7 @@ Status SparseLinear::apply(const float* x, int64_t M, float* y) const {
   const LinearPlan plan = linear::plan_for(*layer_, M);
   // The oneDNN route checks X in its conversion pass (apply_onednn); the packed routes first.
   if (plan.route != Route::Onednn) NMKIT_TRY(check_finite(cpu::kernels_for(w.tier).activation, x, M, w.K));
-  const PackedLinear& form = plan.form == linear::FormUsed::Unslid ? cpu::many_tokens_form(w) : w;
+  const PackedLinear& form = linear::plan_form(plan, w);
   if (plan.route == Route::Onednn) return apply_onednn(*layer_, form, plan, x, nullptr, M, y);
   Status status = ok_status();
   apply_packed(form, plan, x, M, y, status);
@@ -482,7 +484,7 @@ Status SparseLinear::apply(const TensorView& x, float* y) const {
           NMKIT_TRY(non_finite_error(row.data(), 1, w.K, m));
         }
       }
-      const PackedLinear& form = plan.form == linear::FormUsed::Unslid ? cpu::many_tokens_form(w) : w;
+      const PackedLinear& form = linear::plan_form(plan, w);
       return apply_onednn(*layer_, form, plan, nullptr, bits, M, y);
     }
   }

@@ -153,27 +153,30 @@ TEST(LinearInt8, SlidBitExact) {
 TEST(LinearInt8, LargestCodesDoNotOverflow) {
   // All codes at +-127 with K = 4097: |sum| = 127 * 127 * 4097, and the VNNI form adds 128 * 127 * K.
   if (!tier_available()) GTEST_SKIP() << "tier not supported here";
-  const int64_t rows = 5, K = 4097, M = 2;
-  std::vector<float> wv(static_cast<size_t>(rows * K)), xv(static_cast<size_t>(M * K));
-  for (size_t i = 0; i < wv.size(); ++i) wv[i] = (i % 4 < 2) ? ((i / 7) % 2 ? 1.0f : -1.0f) : 0.0f;
-  for (size_t i = 0; i < xv.size(); ++i) xv[i] = (i / 3) % 2 ? 2.0f : -2.0f;
-  const Tensor w = Tensor::from_f32(wv, {rows, K}), x = Tensor::from_f32(xv, {M, K});
-  LinearOptions options;
-  options.int8 = true;
-  auto packed = compress_sparse24(w.view(), "w");
-  ASSERT_TRUE(packed.ok());
-  auto sparse = SparseLinear::sparse24(*packed, options);
-  auto dense = SparseLinear::dense(w.view(), options);
-  ASSERT_TRUE(sparse.ok() && dense.ok());
-  const Quantized qx = ref_quantize(x.view(), QuantType::Int8);
-  const Quantized qw = ref_quantize(w.view(), QuantType::Int8);
-  std::vector<float> expected(static_cast<size_t>(M * rows));
-  ref_int8_linear(qx.codes.as<int8_t>(), qx.scales.as<float>(), M, K, qw.codes.as<int8_t>(), qw.scales.as<float>(),
-                  rows, nullptr, expected.data());
-  for (const SparseLinear* layer : {&*sparse, &*dense}) {
-    std::vector<float> y(expected.size(), std::numeric_limits<float>::quiet_NaN());
-    ASSERT_TRUE(layer->apply(x.as<float>(), M, y.data()).ok());
-    for (size_t i = 0; i < y.size(); ++i) EXPECT_EQ(y[i], expected[i]) << layer->kernel_name() << " output " << i;
+  const int64_t rows = 5, K = 4097;
+  for (const int64_t M : {2, 64}) {  // nmkit's 2:4 kernel, then row lanes on AVX-512
+    SCOPED_TRACE("M=" + std::to_string(M));
+    std::vector<float> wv(static_cast<size_t>(rows * K)), xv(static_cast<size_t>(M * K));
+    for (size_t i = 0; i < wv.size(); ++i) wv[i] = (i % 4 < 2) ? ((i / 7) % 2 ? 1.0f : -1.0f) : 0.0f;
+    for (size_t i = 0; i < xv.size(); ++i) xv[i] = (i / 3) % 2 ? 2.0f : -2.0f;
+    const Tensor w = Tensor::from_f32(wv, {rows, K}), x = Tensor::from_f32(xv, {M, K});
+    LinearOptions options;
+    options.int8 = true;
+    auto packed = compress_sparse24(w.view(), "w");
+    ASSERT_TRUE(packed.ok());
+    auto sparse = SparseLinear::sparse24(*packed, options);
+    auto dense = SparseLinear::dense(w.view(), options);
+    ASSERT_TRUE(sparse.ok() && dense.ok());
+    const Quantized qx = ref_quantize(x.view(), QuantType::Int8);
+    const Quantized qw = ref_quantize(w.view(), QuantType::Int8);
+    std::vector<float> expected(static_cast<size_t>(M * rows));
+    ref_int8_linear(qx.codes.as<int8_t>(), qx.scales.as<float>(), M, K, qw.codes.as<int8_t>(), qw.scales.as<float>(),
+                    rows, nullptr, expected.data());
+    for (const SparseLinear* layer : {&*sparse, &*dense}) {
+      std::vector<float> y(expected.size(), std::numeric_limits<float>::quiet_NaN());
+      ASSERT_TRUE(layer->apply(x.as<float>(), M, y.data()).ok());
+      for (size_t i = 0; i < y.size(); ++i) EXPECT_EQ(y[i], expected[i]) << layer->kernel_name(M) << " output " << i;
+    }
   }
 }
 
@@ -204,6 +207,51 @@ TEST(LinearInt8, SlidUnslidFormBuiltOnceAndFollowsTheBias) {
     other.join();
     EXPECT_EQ(std::memcmp(y0.data(), expected.data(), y0.size() * 4), 0) << "bias " << with_bias;
     EXPECT_EQ(std::memcmp(y1.data(), expected.data(), y1.size() * 4), 0) << "bias " << with_bias;
+  }
+}
+
+// The row-lane form of a sparse24 weight (AVX-512, linear/linear_row_lanes.h): rows around the
+// 16-row groups, K around the 64-wide windows and the 128-wide chunks of the source layout, token
+// counts around the kernel's 12-token blocks, all on short rows, where the plan takes row lanes from
+// 8 tokens; on the other tiers the same calls run their own routes. The form is built by the first
+// call, so a bias set afterwards must reach it too. Every Y bit-exact.
+TEST(LinearInt8, Sparse24RowLanesBitExactAndFollowTheBias) {
+  if (!tier_available()) GTEST_SKIP() << "tier not supported here";
+  const bool avx512 = *active_tier() == IsaTier::Avx512;
+  uint64_t seed = 6500;
+  for (const int64_t rows : {1, 15, 17, 40}) {
+    for (const int64_t K : {4, 60, 64, 200, 1000}) {
+      const int64_t M = std::vector<int64_t>{8, 13, 25, 64}[static_cast<size_t>(++seed % 4)];
+      SCOPED_TRACE("M=" + std::to_string(M) + " K=" + std::to_string(K) + " rows=" + std::to_string(rows) + " " +
+                   seed_trace(seed));
+      const Tensor w = pruned_weight(rows, K, {2, 4}, seed);
+      const Tensor x = random_tensor(DType::F32, {M, K}, seed + 1, -3.0f, 3.0f);
+      auto packed = compress_sparse24(w.view(), "w");
+      ASSERT_TRUE(packed.ok()) << packed.error().message();
+      LinearOptions options;
+      options.int8 = true;
+      auto layer = SparseLinear::sparse24(*packed, options);
+      ASSERT_TRUE(layer.ok()) << layer.error().message();
+      EXPECT_EQ(layer->kernel_name(M).find("row lanes") != std::string::npos, avx512) << layer->kernel_name(M);
+      const Quantized qx = ref_quantize(x.view(), QuantType::Int8);
+      const Quantized qw = ref_quantize(w.view(), QuantType::Int8);
+      const std::vector<float> bias = random_floats(static_cast<size_t>(rows), seed + 2);
+      for (bool with_bias : {false, true}) {
+        if (with_bias) {
+          ASSERT_TRUE(layer->set_bias(Tensor::from_f32(bias, {rows}).view()).ok());
+        }
+        std::vector<float> expected(static_cast<size_t>(M * rows));
+        ref_int8_linear(qx.codes.as<int8_t>(), qx.scales.as<float>(), M, K, qw.codes.as<int8_t>(),
+                        qw.scales.as<float>(), rows, with_bias ? bias.data() : nullptr, expected.data());
+        std::vector<float> y(expected.size(), NAN);
+        ASSERT_TRUE(layer->apply(x.as<float>(), M, y.data()).ok());
+        for (size_t i = 0; i < y.size(); ++i) {
+          ASSERT_EQ(std::memcmp(&y[i], &expected[i], 4), 0)
+              << "Y[" << i / static_cast<size_t>(rows) << ", " << i % static_cast<size_t>(rows) << "] = " << y[i]
+              << ", reference " << expected[i] << ", bias " << with_bias;
+        }
+      }
+    }
   }
 }
 
