@@ -28,12 +28,14 @@ inline constexpr int kLinearChunk = 32;
 inline constexpr int kLinearChunkInt8 = 128;
 // Tokens per ZMM lane group of the token-lane kernels (16 f32 lanes).
 inline constexpr int kTokenLanes = 16;
-// INT8 sparse24 on row lanes (docs/design.md 8.4): 16 rows share a ZMM (one int32 lane each); a
-// record holds, per 64-wide K window and pair of 4-groups, each row's 4 kept codes and their
-// positions in the window (linear/linear_row_lanes.h).
+// sparse24 INT8, and bf16 with bf16 activations, on row lanes (docs/design.md 8.4): 16 rows share a
+// ZMM (one 32-bit lane each); per window of 64 activation bytes (64 int8 or 32 bf16 K) a record
+// holds each row's next 4 bytes of kept values (4 codes of a pair of 4-groups, or the 2 values of
+// one 4-group) and their positions in the window (linear/linear_row_lanes.h).
 inline constexpr int kRowLaneRows = 16;
-inline constexpr int kRowLaneWindow = 64;
-inline constexpr int kRowLaneRecordBytes = 128;  // 64 position bytes, then 64 codes
+inline constexpr int kRowLaneWindowBytes = 64;
+inline constexpr int kRowLaneRecords = 8;  // per row group and window
+inline constexpr int kRowLaneRecordBytes = 128;  // 64 bytes of positions, then 64 of values
 // Zero bytes after a packed value array, so that a kernel may load one full vector at any value.
 inline constexpr size_t kLinearSlack = 128;
 
@@ -83,8 +85,8 @@ struct PackedLinear {
   // weight. Built by the first such call, so that a layer only used for decode holds one form.
   mutable std::once_flag many_tokens_once;
   mutable std::unique_ptr<PackedLinear> many_tokens;
-  // INT8 sparse24 (slid or not) only: the row-lane form (linear/linear_row_lanes.h), built by the
-  // first call that runs it.
+  // INT8 and bf16 sparse24 only: the row-lane form (linear/linear_row_lanes.h), built by the first
+  // call that runs it.
   mutable std::once_flag row_lanes_once;
   mutable std::unique_ptr<PackedLinear> row_lanes;
   size_t streamed_bytes = 0;
@@ -148,6 +150,9 @@ struct LinearKernels {
   // per token and kept quad one byte gather (vpermb) and one vpdpbusd, so only the kept products are
   // executed. Null where the tier has no byte permute.
   LinearFn sparse24_i8_row_lanes = nullptr;
+  // bf16 sparse24 times bf16 activations (call.x_bf16) on the row-lane form: one vpermw and one
+  // vdpbf16ps per 32 kept products and token.
+  LinearFn sparse24_bf16x_row_lanes = nullptr;
 };
 
 // Per tier: declared here, defined in src/cpu/<tier>/linear_*.cc (one file per weight family).
@@ -163,7 +168,7 @@ void fill_linear_nm(LinearKernels& slots);  // picks the VPOPCNTDQ form when the
 void fill_linear_nm_table(LinearKernels& slots);    // lane ranks from a table (any AVX-512 tier CPU)
 void fill_linear_nm_vpopcnt(LinearKernels& slots);  // lane ranks from vpopcntd (needs VPOPCNTDQ)
 void fill_linear_int8(LinearKernels& slots);
-void fill_linear_int8_row_lanes(LinearKernels& slots);  // sparse24 int8 on row lanes
+void fill_linear_row_lanes(LinearKernels& slots);  // sparse24 int8 and bf16 x on row lanes
 void fill_linear_token_lanes(LinearKernels& slots);  // sparse24 f32/bf16 on token lanes
 }  // namespace avx512
 

@@ -82,7 +82,7 @@ constexpr int64_t kSlabTokens = 5;
 // 0.63-0.92x (quiet), so nm takes no tiles there.
 constexpr int64_t kTileTokens = 64;
 
-// INT8 sparse24 weights (not slid) run on row lanes (src/cpu/avx512/linear_int8_row_lanes.cc) from
+// INT8 sparse24 weights (not slid) run on row lanes (src/cpu/avx512/linear_row_lanes.cc) from
 // this many tokens on rows of at most kRowLanesShortK, and from kRowLanesTokens elsewhere, instead of
 // oneDNN's GEMM on their dense copy. The row-lane form streams 2 bytes per kept code, as many as the
 // dense int8 copy, so it gains only once the call is bound by arithmetic; on short rows that is
@@ -95,6 +95,17 @@ constexpr int64_t kTileTokens = 64;
 constexpr int64_t kRowLanesTokens = 64;
 constexpr int64_t kRowLanesShortRowTokens = 8;
 constexpr int64_t kRowLanesShortK = 1024;
+
+// bf16 sparse24 weights with bf16 activations run on row lanes from kRowLanesTokens on weights of at
+// least this many rows, instead of oneDNN's bf16 GEMM on their dense copy. Each vpermw + vdpbf16ps
+// pair executes 32 kept products, against oneDNN's 32 dense ones per vdpbf16ps; the X conversion
+// and the wake of the second thread are then shared by fewer rows on small layers. Quiet, 2026-11-25
+// (`nmkit bench linear --shapes 7b,smollm2 --m 16,64,256 --pattern 2:4 --dtype bf16`, ratios to
+// oneDNN's dense bf16 GEMM with bf16 activations): 4096x4096 1.07x / 1.14x at 64 / 256, 11008x4096
+// 1.12x / 1.18x, 4096x11008 1.15x / 1.28x, 49152x576 1.34x / 1.42x, 1536x576 1.12x / 1.19x; but
+// 576x1536 0.79x / 1.00x, 576x576 0.17x (one round) / 0.89x, 192x576 0.59x / 0.64x, and 0.66-1.08x
+// at 16 tokens.
+constexpr int64_t kRowLanesBf16Rows = 1024;
 
 // --- oneDNN --------------------------------------------------------------------------------------
 
@@ -223,6 +234,13 @@ bool onednn_leads(const PackedLinear& w, const cpu::LinearKernels& k, int64_t M)
   return !lanes_lead;
 }
 
+// The row-lane kernel of a sparse24 weight (INT8, or bf16 with bf16 activations), null where the tier
+// has none.
+cpu::LinearFn row_lanes_kernel(const cpu::LinearKernels& k, const PackedLinear& w) {
+  if (w.dtype == DType::I8) return k.sparse24_i8_row_lanes;
+  return w.dtype == DType::BF16 && w.bf16_x ? k.sparse24_bf16x_row_lanes : nullptr;
+}
+
 MatmulType matmul_type(DType dtype, bool bf16_x) {
   if (dtype == DType::I8) return MatmulType::Int8;
   // bf16 weights with f32 activations run an f32 copy: oneDNN's bf16 GEMM would round X to bf16.
@@ -247,9 +265,10 @@ LinearPlan plan_for(const LinearLayer& layer, int64_t M) {
   LinearPlan plan;
   plan.kind = w.kind;
   plan.dtype = w.dtype;
-  const int64_t row_lanes_from = w.K <= kRowLanesShortK ? kRowLanesShortRowTokens : kRowLanesTokens;
-  if (w.dtype == DType::I8 && w.kind == WeightFormat::Sparse24 && !w.slide &&
-      kernels.sparse24_i8_row_lanes != nullptr && M >= row_lanes_from) {
+  const int64_t row_lanes_from = w.dtype == DType::BF16 ? (w.rows >= kRowLanesBf16Rows ? kRowLanesTokens : INT64_MAX)
+                                 : w.K <= kRowLanesShortK ? kRowLanesShortRowTokens
+                                                          : kRowLanesTokens;
+  if (w.kind == WeightFormat::Sparse24 && !w.slide && row_lanes_kernel(kernels, w) != nullptr && M >= row_lanes_from) {
     plan.form = FormUsed::RowLanes;
     plan.route = Route::RowLanes;
     return plan;
@@ -316,7 +335,7 @@ cpu::LinearFn plan_kernel(const LinearPlan& plan, const PackedLinear& form) {
     case Route::Slabs:
       return bf16_pairs ? k.nm_bf16x_slabs : form.dtype == DType::F32 ? k.nm_f32_slabs : k.nm_bf16_slabs;
     case Route::Tiles: return form.dtype == DType::I8 ? k.dense_i8 : k.dense_f32;
-    case Route::RowLanes: return k.sparse24_i8_row_lanes;
+    case Route::RowLanes: return row_lanes_kernel(k, form);
     case Route::Onednn: return nullptr;
   }
   return nullptr;

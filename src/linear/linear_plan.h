@@ -32,7 +32,7 @@ struct LinearLayer {
 enum class FormUsed {
   Own,     // the layer's packed weight
   Unslid,  // a slid weight's unslid form (cpu::many_tokens_form): dense INT8 codes, or the nm pack
-  RowLanes,  // an INT8 sparse24 weight's row-lane form (cpu::row_lanes_form)
+  RowLanes,  // a sparse24 INT8 or bf16 weight's row-lane form (cpu::row_lanes_form)
 };
 
 enum class Route {
@@ -41,7 +41,7 @@ enum class Route {
   Bf16Pairs,   // sparse24 bf16 weights times bf16 activations, vdpbf16ps over pairs
   Slabs,       // nm: each K slab of a row block expanded once for all the call's tokens
   Tiles,       // row blocks decompressed into dense tiles, the dense micro-kernel on each
-  RowLanes,    // INT8 sparse24: 16 rows per ZMM, one byte gather and one vpdpbusd per kept quad
+  RowLanes,    // sparse24 INT8, bf16 x: 16 rows per ZMM, a gather and a dot per 4 bytes of kept values
   Onednn,      // oneDNN's GEMM on the weight decompressed once into its dense prepacked layout
 };
 

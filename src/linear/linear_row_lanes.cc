@@ -9,12 +9,13 @@
 namespace nmkit::cpu {
 namespace {
 
-constexpr int64_t kPairsPerWindow = kRowLaneWindow / 8;
-
 int64_t row_groups(const PackedLinear& w) { return (w.rows + kRowLaneRows - 1) / kRowLaneRows; }
 
+int64_t value_bytes(const PackedLinear& w) { return w.dtype == DType::I8 ? 1 : 2; }
+
 size_t record_bytes(const PackedLinear& w) {
-  return static_cast<size_t>(row_groups(w) * (w.K_x / kRowLaneWindow) * kPairsPerWindow * kRowLaneRecordBytes);
+  const int64_t windows = w.K_x * value_bytes(w) / kRowLaneWindowBytes;
+  return static_cast<size_t>(row_groups(w) * windows * kRowLaneRecords * kRowLaneRecordBytes);
 }
 
 // Copies per-row arrays (scales, sums) unchanged: rows past w.rows are never read (masked loads).
@@ -25,16 +26,24 @@ AlignedBytes copy_of(const AlignedBytes& from) {
   return to;
 }
 
-// The source's kept codes and positions (linear_pack.cc's sparse24 int8 layout: per row and 128-wide
-// chunk, 64 codes, value j of group j/2 at the position in field j % 16 of meta word j / 16) moved
-// into the row-lane layout. Padding groups keep positions (0, 1) with zero codes, padding rows are
-// zero.
+// The K position of kept value j of a packed sparse24 record (linear_pack.cc): per row and chunk,
+// value j of group j / 2 at the position in 2-bit field j % 16 of meta word j / 16 (f32/bf16 chunks
+// of 32 have one word; INT8 chunks of 128 four).
+int64_t kept_position(const uint32_t* words, int64_t chunk_start, int j) {
+  return chunk_start + 32 * (j / 16) + sparse24_position(words[j / 16], j % 16);
+}
+
+// The source's kept values and positions moved into the row-lane layout. Padding groups keep
+// positions (0, 1) with zero values, padding rows are zero.
 std::unique_ptr<PackedLinear> pack_row_lanes(const PackedLinear& w) {
-  NMKIT_ASSERT(w.kind == WeightFormat::Sparse24 && w.dtype == DType::I8 && w.K_x % kRowLaneWindow == 0);
+  const bool int8 = w.dtype == DType::I8;
+  NMKIT_ASSERT(w.kind == WeightFormat::Sparse24 && (int8 || w.dtype == DType::BF16) &&
+               w.K_x * value_bytes(w) % kRowLaneWindowBytes == 0);
   auto form = std::make_unique<PackedLinear>();
   form->kind = WeightFormat::Sparse24;
-  form->dtype = DType::I8;
+  form->dtype = w.dtype;
   form->tier = w.tier;
+  form->bf16_x = w.bf16_x;
   form->rows = w.rows;
   form->K = w.K;
   form->K_x = w.K_x;
@@ -45,8 +54,14 @@ std::unique_ptr<PackedLinear> pack_row_lanes(const PackedLinear& w) {
   form->row_scale = copy_of(w.row_scale);
   form->row_sum = copy_of(w.row_sum);
   copy_bias(w, *form);
-  const int64_t chunks = w.K_x / kLinearChunkInt8, windows = w.K_x / kRowLaneWindow;
-  const auto* codes = w.values.as<int8_t>();
+  const int64_t size = value_bytes(w);
+  const int64_t chunk = int8 ? kLinearChunkInt8 : kLinearChunk, kept = chunk / 2;
+  const int64_t words_per_record = int8 ? 4 : 1;
+  const int64_t chunks = w.K_x / chunk, window = kRowLaneWindowBytes / size;
+  const int64_t windows = w.K_x / window;
+  // Per record, each row's 4 bytes: 4 INT8 codes (2 groups) or 2 bf16 values (1 group).
+  const int64_t per_lane = 4 / size, groups_per_record = per_lane / 2;
+  const auto* source_values = w.values.as<uint8_t>();
   const auto* meta = w.meta.as<uint32_t>();
   auto* out = form->values.as<uint8_t>();
   for (int64_t row = 0; row < w.rows; ++row) {
@@ -54,13 +69,15 @@ std::unique_ptr<PackedLinear> pack_row_lanes(const PackedLinear& w) {
     const int64_t b = row / kLinearRowBlock, r = row % kLinearRowBlock;
     for (int64_t c = 0; c < chunks; ++c) {
       const int64_t source = (b * chunks + c) * kLinearRowBlock + r;
-      for (int j = 0; j < 64; ++j) {
-        const int64_t k = c * kLinearChunkInt8 + 32 * (j / 16) + sparse24_position(meta[source * 4 + j / 16], j % 16);
-        const int64_t in_window = (k / 4) % 16;  // the value's 4-group within its window
-        uint8_t* record = out + ((g * windows + k / kRowLaneWindow) * kPairsPerWindow + in_window / 2) * kRowLaneRecordBytes;
-        const int64_t byte = 4 * lane + 2 * (in_window % 2) + j % 2;
-        record[byte] = static_cast<uint8_t>(k % kRowLaneWindow);
-        record[64 + byte] = static_cast<uint8_t>(codes[source * 64 + j]);
+      for (int j = 0; j < kept; ++j) {
+        const int64_t k = kept_position(meta + source * words_per_record, c * chunk, j);
+        const int64_t group = (k % window) / 4;  // within the window
+        uint8_t* record =
+            out + ((g * windows + k / window) * kRowLaneRecords + group / groups_per_record) * kRowLaneRecordBytes;
+        const int64_t slot = per_lane * lane + 2 * (group % groups_per_record) + j % 2;  // element of the record
+        const auto position = static_cast<uint16_t>(k % window);  // a byte (INT8) or a word (bf16)
+        std::memcpy(record + slot * size, &position, static_cast<size_t>(size));  // little-endian
+        std::memcpy(record + 64 + slot * size, source_values + (source * kept + j) * size, static_cast<size_t>(size));
       }
     }
   }

@@ -50,6 +50,11 @@ int64_t token_block(int64_t K_x) { return std::max<int64_t>(16, (int64_t{1} << 2
 // from L3 at every row block, which ran no slower than 64-token blocks there (4096x4096 at 256
 // tokens 1.47-1.50x of oneDNN against 1.43-1.45x), so the block is whole pairs of slabs and at least
 // 128 tokens.
+// Tokens per call block on row lanes (at least): the kernel keeps a run of the weight in L2 while
+// all the block's tokens pass over it, so a larger block streams the weight fewer times (bf16
+// 4096x11008 at 256 tokens in token_block's blocks of 23 tokens: 0.71x of oneDNN).
+constexpr int64_t kRowLanesBlock = 512;
+
 int64_t token_lane_block(int64_t K_x) {
   const int64_t pair = 2 * cpu::kTokenLanes;
   return std::max<int64_t>(128, token_block(K_x) / pair * pair);
@@ -187,8 +192,12 @@ void apply_packed(const PackedLinear& w, const LinearPlan& plan, const float* x,
   const cpu::LinearFn kernel = linear::plan_kernel(plan, w);
   NMKIT_ASSERT(kernel != nullptr);
   const bool int8 = w.dtype == DType::I8;
-  // Token lanes split by tokens (the plan's lanes_split_tokens) take a block per thread at once.
-  const int64_t block = plan.route != Route::TokenLanes ? token_block(int8 ? w.K_x / 4 : w.K_x)
+  // Token lanes split by tokens (the plan's lanes_split_tokens) take a block per thread at once; row
+  // lanes walk their own token blocks over L2-sized runs of the weight, so a call block only bounds
+  // the activation buffers.
+  const int64_t rows_block = token_block(int8 ? w.K_x / 4 : w.K_x);
+  const int64_t block = plan.route == Route::RowLanes  ? std::max<int64_t>(kRowLanesBlock, rows_block)
+                        : plan.route != Route::TokenLanes ? rows_block
                         : plan.lanes_split_tokens      ? token_lane_block(w.K_x) * thread_count()
                                                        : token_lane_block(w.K_x);
   // Activations padded with zeros to K_x (quantized, and lifted for a slid weight, for int8), one
@@ -200,7 +209,8 @@ void apply_packed(const PackedLinear& w, const LinearPlan& plan, const float* x,
   thread_local cpu::AlignedBytes xt;
   const cpu::LinearKernels& table = cpu::kernels_for(w.tier).linear;
   const cpu::ActivationKernels& passes = cpu::kernels_for(w.tier).activation;
-  const bool wants_bf16 = plan.route == Route::Bf16Pairs || (plan.route == Route::Slabs && w.bf16_x && w.dtype == DType::BF16);
+  const bool bf16_pairs = w.bf16_x && w.dtype == DType::BF16;
+  const bool wants_bf16 = plan.route == Route::Bf16Pairs || (bf16_pairs && (plan.route == Route::Slabs || plan.route == Route::RowLanes));
   const int64_t first = std::min(block, M);
   // Token lanes transpose the caller's X straight into X^T (zero past K) when nothing (a lift, bf16
   // rounding) has to change it first: the padded copy was a second pass over X.
@@ -229,18 +239,26 @@ void apply_packed(const PackedLinear& w, const LinearPlan& plan, const float* x,
       call.x_scale = scales.data();
     } else if (!direct_lanes) {
       if (wants_bf16) x_bf16.resize(static_cast<size_t>(count * w.K_x));
-      for (int64_t m = 0; m < count; ++m) {
-        float* dst = padded.data() + m * w.K_x;
-        if (!w.lift_source.empty()) {
-          cpu::lift_token(w, x + (m0 + m) * w.K, dst);
-        } else {
-          std::memcpy(dst, x + (m0 + m) * w.K, static_cast<size_t>(w.K) * 4);
-          std::memset(dst + w.K, 0, static_cast<size_t>(w.K_x - w.K) * 4);
+      // Token by token across the pool when that pays (serial, the bf16 conversion of a 576-wide
+      // layer's 256 tokens took a third as long as its row-lane kernel); the buffers are this
+      // thread's (thread_local), so the workers get their addresses.
+      float* const padded_x = padded.data();
+      uint16_t* const bits = wants_bf16 ? x_bf16.data() : nullptr;
+      const double seconds = static_cast<double>(count * w.K_x) * (w.bf16_x ? 14.0 : 8.0) / kOneCoreCopyBytesPerSecond;
+      parallel_for(count, grain_for(count, 1, seconds), [&](int64_t begin, int64_t end) {
+        for (int64_t m = begin; m < end; ++m) {
+          float* dst = padded_x + m * w.K_x;
+          if (!w.lift_source.empty()) {
+            cpu::lift_token(w, x + (m0 + m) * w.K, dst);
+          } else {
+            std::memcpy(dst, x + (m0 + m) * w.K, static_cast<size_t>(w.K) * 4);
+            std::memset(dst + w.K, 0, static_cast<size_t>(w.K_x - w.K) * 4);
+          }
+          if (w.bf16_x) passes.to_bf16(dst, static_cast<size_t>(w.K_x), dst, bits != nullptr ? bits + m * w.K_x : nullptr);
         }
-        if (w.bf16_x) passes.to_bf16(dst, static_cast<size_t>(w.K_x), dst, wants_bf16 ? x_bf16.data() + m * w.K_x : nullptr);
-      }
-      call.x = padded.data();
-      if (wants_bf16) call.x_bf16 = x_bf16.data();
+      });
+      call.x = padded_x;
+      if (wants_bf16) call.x_bf16 = bits;
     }
     switch (plan.route) {
       case Route::TokenLanes: {

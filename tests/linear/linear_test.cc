@@ -272,6 +272,41 @@ TEST(Linear, ReportsBytesAndRatios) {
   }
 }
 
+// sparse24 bf16 weights times bf16 activations on row lanes (AVX-512, linear/linear_row_lanes.h):
+// rows around the 16-row groups, K around the 32-wide windows and the 64-wide padding of the source
+// layout, token counts around the kernel's 12-token blocks, on weights of at least 1024 rows, where
+// the plan takes row lanes from 64 tokens; on the other tiers the same calls run their own routes.
+// The form is built by the first call, so a bias set afterwards must reach it too.
+TEST(Linear, Sparse24Bf16xRowLanesMatchReferenceAndFollowTheBias) {
+  if (!tier_available()) GTEST_SKIP() << "tier not supported here";
+  const bool avx512 = *active_tier() == IsaTier::Avx512;
+  LinearOptions options;
+  options.bf16_activations = true;
+  uint64_t seed = 9500;
+  for (const int64_t rows : {1024, 1039, 1041}) {
+    for (const int64_t K : {4, 30, 64, 200}) {
+      const int64_t M = std::vector<int64_t>{64, 67, 77, 100}[static_cast<size_t>(++seed % 4)];
+      const std::string what = describe({M, K, rows}) + " " + seed_trace(seed);
+      SCOPED_TRACE(what);
+      const Tensor w = pruned_weight(rows, K, {2, 4}, DType::BF16, seed);
+      // X exact in bf16, so that the layer's rounding leaves it as the reference takes it.
+      const Tensor x_f32 = random_tensor(DType::F32, {M, K}, seed + 1);
+      const Tensor x = Tensor::from_f32(Tensor::from_f32(x_f32.to_f32(), {M, K}, DType::BF16).to_f32(), {M, K});
+      auto packed = compress_sparse24(w.view(), "w");
+      ASSERT_TRUE(packed.ok()) << packed.error().message();
+      auto layer = SparseLinear::sparse24(*packed, options);
+      ASSERT_TRUE(layer.ok()) << layer.error().message();
+      EXPECT_EQ(layer->kernel_name(M).find("row lanes") != std::string::npos, avx512) << layer->kernel_name(M);
+      auto ref = ref_sparse_matmul(*packed, x.view());
+      ASSERT_TRUE(ref.ok());
+      check_layer(*layer, w, x, ref->y, {}, what);
+      const std::vector<float> bias = random_floats(static_cast<size_t>(rows), seed + 2);
+      ASSERT_TRUE(layer->set_bias(Tensor::from_f32(bias, {rows}).view()).ok());
+      check_layer(*layer, w, x, ref->y, bias, what + " with bias");
+    }
+  }
+}
+
 TEST(Linear, NMSlidFormsAgreeAndFollowTheBias) {
   // A 6:8 layer runs slid 2:4 for few tokens and its nm pack (built by the first large call) for
   // many; both against the reference, and a bias set after the nm pack exists must reach it.
