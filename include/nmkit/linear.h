@@ -45,6 +45,9 @@
 //     64 values and 16 bytes of meta, i.e. four 32-bit words, per row and chunk), plus per-row
 //     scales and per-row sums of the int8 values (for the unsigned-activation form of VNNI). A slid
 //     weight is the sparse24 int8 layout over K_prime; X is lifted to K_prime while quantized.
+//   Forms built from these by the first call that runs them: oneDNN's dense copy, a slid weight's
+//   unslid one, and on AVX-512 the row-lane copy of a sparse24 INT8 or bf16 weight
+//   (src/linear/linear_row_lanes.h: 16 rows x 4 bytes of kept values and their positions).
 #pragma once
 
 #include <cstddef>

@@ -103,8 +103,8 @@ constexpr int64_t kRowLanesShortK = 1024;
 // (`nmkit bench linear --shapes 7b,smollm2 --m 16,64,256 --pattern 2:4 --dtype bf16`, ratios to
 // oneDNN's dense bf16 GEMM with bf16 activations): 4096x4096 1.07x / 1.14x at 64 / 256, 11008x4096
 // 1.12x / 1.18x, 4096x11008 1.15x / 1.28x, 49152x576 1.34x / 1.42x, 1536x576 1.12x / 1.19x; but
-// 576x1536 0.79x / 1.00x, 576x576 0.17x (one round) / 0.89x, 192x576 0.59x / 0.64x, and 0.66-1.08x
-// at 16 tokens.
+// 576x1536 0.79x / 1.00x, 576x576 0.17x (a transient: 1.19x alone right after, sleeping workers) /
+// 0.89x, 192x576 0.59x / 0.64x, and 0.66-1.08x at 16 tokens.
 constexpr int64_t kRowLanesBf16Rows = 1024;
 
 // --- oneDNN --------------------------------------------------------------------------------------

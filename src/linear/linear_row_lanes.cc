@@ -18,8 +18,10 @@ size_t record_bytes(const PackedLinear& w) {
   return static_cast<size_t>(row_groups(w) * windows * kRowLaneRecords * kRowLaneRecordBytes);
 }
 
-// Copies per-row arrays (scales, sums) unchanged: rows past w.rows are never read (masked loads).
+// Copies per-row arrays (INT8 scales and sums; empty for bf16) unchanged: rows past w.rows are never
+// read (masked loads).
 AlignedBytes copy_of(const AlignedBytes& from) {
+  if (from.size == 0) return {};
   AlignedBytes to = AlignedBytes::zeros(from.size);
   std::memcpy(to.data.get(), from.data.get(), from.size);
   to.size = from.size;

@@ -43,6 +43,11 @@ Result<SparseLinear> finish(Result<std::unique_ptr<PackedLinear>> packed, const 
 // every row block of the weight is applied to them.
 int64_t token_block(int64_t K_x) { return std::max<int64_t>(16, (int64_t{1} << 20) / (K_x * 4)); }
 
+// Tokens per call block on row lanes (at least): the kernel keeps a run of the weight in L2 while
+// all the block's tokens pass over it, so a larger block streams the weight fewer times (bf16
+// 4096x11008 at 256 tokens in token_block's blocks of 23 tokens: 0.71x of oneDNN).
+constexpr int64_t kRowLanesBlock = 512;
+
 // Tokens per block on token lanes: every block streams the whole weight once, so a block of a few
 // tokens on long rows (23 at K = 11008 by token_block) streamed it 22 times for 512 tokens and left
 // its second 16-token slab mostly padding (4096x11008 2:4 f32: 1.00x of oneDNN at 64 and 256 tokens
@@ -50,11 +55,6 @@ int64_t token_block(int64_t K_x) { return std::max<int64_t>(16, (int64_t{1} << 2
 // from L3 at every row block, which ran no slower than 64-token blocks there (4096x4096 at 256
 // tokens 1.47-1.50x of oneDNN against 1.43-1.45x), so the block is whole pairs of slabs and at least
 // 128 tokens.
-// Tokens per call block on row lanes (at least): the kernel keeps a run of the weight in L2 while
-// all the block's tokens pass over it, so a larger block streams the weight fewer times (bf16
-// 4096x11008 at 256 tokens in token_block's blocks of 23 tokens: 0.71x of oneDNN).
-constexpr int64_t kRowLanesBlock = 512;
-
 int64_t token_lane_block(int64_t K_x) {
   const int64_t pair = 2 * cpu::kTokenLanes;
   return std::max<int64_t>(128, token_block(K_x) / pair * pair);
@@ -239,9 +239,9 @@ void apply_packed(const PackedLinear& w, const LinearPlan& plan, const float* x,
       call.x_scale = scales.data();
     } else if (!direct_lanes) {
       if (wants_bf16) x_bf16.resize(static_cast<size_t>(count * w.K_x));
-      // Token by token across the pool when that pays (serial, the bf16 conversion of a 576-wide
-      // layer's 256 tokens took a third as long as its row-lane kernel); the buffers are this
-      // thread's (thread_local), so the workers get their addresses.
+      // Token by token across the pool when that pays (serial, the copy and bf16 conversion of a
+      // 576x576 layer's 256 tokens were 11% of a row-lane call, perf, with the other thread
+      // waiting); the buffers are this thread's (thread_local), so the workers get their addresses.
       float* const padded_x = padded.data();
       uint16_t* const bits = wants_bf16 ? x_bf16.data() : nullptr;
       const double seconds = static_cast<double>(count * w.K_x) * (w.bf16_x ? 14.0 : 8.0) / kOneCoreCopyBytesPerSecond;
