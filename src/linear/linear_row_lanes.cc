@@ -3,7 +3,6 @@
 #include <cstring>
 
 #include "cpu/linear_common.h"
-#include "linear/linear_pack.h"
 #include "linear/linear_slid_forms.h"
 
 namespace nmkit::cpu {
