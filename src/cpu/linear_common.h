@@ -28,6 +28,15 @@ inline int64_t row_limit(const LinearCall& call) {
   return end < call.w->rows ? end : call.w->rows;
 }
 
+// The row-lane layout (linear/linear_row_lanes.h): windows of kRowLaneWindowBytes of activations in
+// a row of X (64 INT8 or 32 bf16 K each), and the bytes of one 16-row group's records.
+inline int64_t row_lane_windows(const PackedLinear& w) {
+  return w.K_x * (w.dtype == DType::I8 ? 1 : 2) / kRowLaneWindowBytes;
+}
+inline int64_t row_lane_group_bytes(const PackedLinear& w) {
+  return row_lane_windows(w) * kRowLaneRecords * kRowLaneRecordBytes;
+}
+
 // The INT8 epilogue: must equal nmkit::int8_epilogue (src/ref/linear_ref.h) bit for bit, which the
 // tests check: f32(acc) times the f32 product of the scales, no fused multiply-add.
 inline float int8_output(const LinearCall& call, int64_t m, int64_t row, int32_t acc) {

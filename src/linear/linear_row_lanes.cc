@@ -12,10 +12,7 @@ int64_t row_groups(const PackedLinear& w) { return (w.rows + kRowLaneRows - 1) /
 
 int64_t value_bytes(const PackedLinear& w) { return w.dtype == DType::I8 ? 1 : 2; }
 
-size_t record_bytes(const PackedLinear& w) {
-  const int64_t windows = w.K_x * value_bytes(w) / kRowLaneWindowBytes;
-  return static_cast<size_t>(row_groups(w) * windows * kRowLaneRecords * kRowLaneRecordBytes);
-}
+size_t record_bytes(const PackedLinear& w) { return static_cast<size_t>(row_groups(w) * row_lane_group_bytes(w)); }
 
 // Copies per-row arrays (INT8 scales and sums; empty for bf16) unchanged: rows past w.rows are never
 // read (masked loads).
@@ -59,7 +56,7 @@ std::unique_ptr<PackedLinear> pack_row_lanes(const PackedLinear& w) {
   const int64_t chunk = int8 ? kLinearChunkInt8 : kLinearChunk, kept = chunk / 2;
   const int64_t words_per_record = int8 ? 4 : 1;
   const int64_t chunks = w.K_x / chunk, window = kRowLaneWindowBytes / size;
-  const int64_t windows = w.K_x / window;
+  const int64_t windows = row_lane_windows(w);
   // Per record, each row's 4 bytes: 4 INT8 codes (2 groups) or 2 bf16 values (1 group).
   const int64_t per_lane = 4 / size, groups_per_record = per_lane / 2;
   const auto* source_values = w.values.as<uint8_t>();

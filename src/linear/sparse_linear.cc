@@ -215,10 +215,13 @@ void apply_packed(const PackedLinear& w, const LinearPlan& plan, const float* x,
   // Token lanes transpose the caller's X straight into X^T (zero past K) when nothing (a lift, bf16
   // rounding) has to change it first: the padded copy was a second pass over X.
   const bool direct_lanes = plan.route == Route::TokenLanes && w.lift_source.empty() && !w.bf16_x;
+  // The bf16-activation kernels read only X's bf16 bits (call.x_bf16): without a lift those come
+  // straight from X, with no rounded f32 copy written and read in between.
+  const bool bits_only = wants_bf16 && w.lift_source.empty();
   if (int8) {
     codes.resize(static_cast<size_t>(first * w.K_x));
     scales.resize(static_cast<size_t>(first));
-  } else if (!direct_lanes) {
+  } else if (!direct_lanes && !bits_only) {
     padded.resize(static_cast<size_t>(first * w.K_x));
   }
   const int64_t cols = w.slide ? w.slide->K_prime() : w.K;  // columns the activation producer writes
@@ -242,11 +245,18 @@ void apply_packed(const PackedLinear& w, const LinearPlan& plan, const float* x,
       // Token by token across the pool when that pays (serial, the copy and bf16 conversion of a
       // 576x576 layer's 256 tokens were 11% of a row-lane call, perf, with the other thread
       // waiting); the buffers are this thread's (thread_local), so the workers get their addresses.
-      float* const padded_x = padded.data();
+      float* const padded_x = bits_only ? nullptr : padded.data();
       uint16_t* const bits = wants_bf16 ? x_bf16.data() : nullptr;
-      const double seconds = static_cast<double>(count * w.K_x) * (w.bf16_x ? 14.0 : 8.0) / kOneCoreCopyBytesPerSecond;
+      const double bytes_per_value = bits_only ? 6.0 : w.bf16_x ? 14.0 : 8.0;
+      const double seconds = static_cast<double>(count * w.K_x) * bytes_per_value / kOneCoreCopyBytesPerSecond;
       parallel_for(count, grain_for(count, 1, seconds), [&](int64_t begin, int64_t end) {
         for (int64_t m = begin; m < end; ++m) {
+          if (bits_only) {
+            uint16_t* row = bits + m * w.K_x;
+            passes.to_bf16(x + (m0 + m) * w.K, static_cast<size_t>(w.K), nullptr, row);
+            std::memset(row + w.K, 0, static_cast<size_t>(w.K_x - w.K) * 2);
+            continue;
+          }
           float* dst = padded_x + m * w.K_x;
           if (!w.lift_source.empty()) {
             cpu::lift_token(w, x + (m0 + m) * w.K, dst);

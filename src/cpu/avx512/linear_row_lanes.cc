@@ -22,6 +22,7 @@
 #include <array>
 #include <utility>
 
+#include "cpu/linear_common.h"
 #include "cpu/linear_kernels.h"
 
 namespace nmkit::cpu::avx512 {
@@ -50,8 +51,8 @@ Rows rows_of(const LinearCall& call, int64_t g) {
 template <int T>
 void int8_tokens(const LinearCall& call, int64_t g, int64_t m0) {
   const PackedLinear& w = *call.w;
-  const int64_t windows = w.K_x / kRowLaneWindowBytes;
-  const uint8_t* record = w.values.as<uint8_t>() + g * windows * kRowLaneRecords * kRowLaneRecordBytes;
+  const int64_t windows = row_lane_windows(w);
+  const uint8_t* record = w.values.as<uint8_t>() + g * row_lane_group_bytes(w);
   const int8_t* x = static_cast<const int8_t*>(call.x) + m0 * w.K_x;
   const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
   __m512i acc[T];
@@ -92,8 +93,8 @@ template <int T>
 void bf16x_tokens(const LinearCall& call, int64_t g, int64_t m0) {
   const PackedLinear& w = *call.w;
   constexpr int64_t kWindow = kRowLaneWindowBytes / 2;  // bf16 values
-  const int64_t windows = w.K_x / kWindow;
-  const uint8_t* record = w.values.as<uint8_t>() + g * windows * kRowLaneRecords * kRowLaneRecordBytes;
+  const int64_t windows = row_lane_windows(w);
+  const uint8_t* record = w.values.as<uint8_t>() + g * row_lane_group_bytes(w);
   const uint16_t* x = call.x_bf16 + m0 * w.K_x;
   __m512 acc[T];
 #pragma GCC unroll 16
@@ -151,9 +152,7 @@ template <template <int> class Kernel>
 void row_lanes(const LinearCall& call) {
   static constexpr auto by_tokens = table<Kernel>(std::make_integer_sequence<int, kMaxTokens>{});
   const int64_t blocks = (call.M + kMaxTokens - 1) / kMaxTokens;
-  const int64_t x_bytes = call.w->dtype == DType::I8 ? call.w->K_x : 2 * call.w->K_x;
-  const int64_t group_bytes = x_bytes / kRowLaneWindowBytes * kRowLaneRecords * kRowLaneRecordBytes;
-  const int64_t run = std::max<int64_t>(1, kGroupRunBytes / group_bytes);
+  const int64_t run = std::max<int64_t>(1, kGroupRunBytes / row_lane_group_bytes(*call.w));
   for (int64_t g0 = call.block_begin; g0 < call.block_end; g0 += run) {
     const int64_t g1 = std::min(call.block_end, g0 + run);
     int64_t m = 0;
