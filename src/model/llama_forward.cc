@@ -68,7 +68,7 @@ void for_tokens(int64_t n, int64_t cost_per_token, const std::function<void(int6
 
 void norm_rows(const float* x, const Tensor& weight, int64_t n, int64_t d, float eps, float* y) {
   for_tokens(n, 3 * d, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) rms_norm(x + i * d, weight.as<float>(), d, eps, y + i * d);
+    rms_norm_rows(x + i0 * d, weight.as<float>(), i1 - i0, d, eps, y + i0 * d);
   });
 }
 

@@ -40,12 +40,35 @@ IsaTier model_tier() {
 
 }  // namespace
 
-void rms_norm(const float* x, const float* weight, int64_t d, float eps, float* y) {
-  double sum = 0;
-  for (int64_t i = 0; i < d; ++i) sum += static_cast<double>(x[i]) * x[i];
-  const float scale = static_cast<float>(1.0 / std::sqrt(sum / static_cast<double>(d) + eps));
-  for (int64_t i = 0; i < d; ++i) y[i] = x[i] * scale * weight[i];
+namespace {
+
+// Rows normalized together: each row's sum of squares still runs in order (so every row's result is
+// the one-row loop's, bit for bit), but kNormRows independent sums are in flight instead of one
+// chain of dependent double additions (one row of 576 was ~2300 cycles of add latency: 10 ms of a
+// SmolLM2 prefill of 512 tokens, against ~2 ms with 8 rows interleaved).
+constexpr int kNormRows = 8;
+
+template <int R>
+NMKIT_INLINE void rms_norm_block(const float* x, const float* weight, int64_t d, float eps, float* y) {
+  double sum[R] = {};
+  for (int64_t i = 0; i < d; ++i) {
+    for (int r = 0; r < R; ++r) sum[r] += static_cast<double>(x[r * d + i]) * x[r * d + i];
+  }
+  for (int r = 0; r < R; ++r) {
+    const float scale = static_cast<float>(1.0 / std::sqrt(sum[r] / static_cast<double>(d) + eps));
+    for (int64_t i = 0; i < d; ++i) y[r * d + i] = x[r * d + i] * scale * weight[i];
+  }
 }
+
+NMKIT_INLINE void rms_norm_rows_body(const float* x, const float* weight, int64_t n, int64_t d, float eps, float* y) {
+  int64_t r = 0;
+  for (; r + kNormRows <= n; r += kNormRows) rms_norm_block<kNormRows>(x + r * d, weight, d, eps, y + r * d);
+  for (; r < n; ++r) rms_norm_block<1>(x + r * d, weight, d, eps, y + r * d);
+}
+
+NMKIT_DISPATCH(rms_norm_rows, (const float* x, const float* weight, int64_t n, int64_t d, float eps, float* y),
+               (x, weight, n, d, eps, y))
+}  // namespace
 
 namespace {
 

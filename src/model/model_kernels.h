@@ -8,8 +8,9 @@
 
 namespace nmkit::model {
 
-// y[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i]; the sum of squares in double (as ggml does).
-void rms_norm(const float* x, const float* weight, int64_t d, float eps, float* y);
+// n rows of d: y[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i] per row, the sum of squares in double
+// and in index order (as ggml does), so a row's result does not depend on the other rows of the call.
+void rms_norm_rows(const float* x, const float* weight, int64_t n, int64_t d, float eps, float* y);
 
 // e^x for x <= 88 with a relative error below 2e-7 (Cephes' degree-6 polynomial on
 // [-ln2/2, ln2/2] and an exact 2^n); below -87.3 it returns a value under 1.2e-38 rather than 0.
