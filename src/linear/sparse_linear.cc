@@ -187,6 +187,31 @@ void run_tiles(const cpu::LinearKernels& kernels, const cpu::LinearCall& call) {
   });
 }
 
+// The first row and column of X holding a NaN or infinity, as an Error (include/nmkit/linear.h), or
+// ok: the search that runs once a tier's pass (cpu/activation_kernels.h) or the quantizer has found
+// one somewhere in X.
+// first_row: the row number of x's first row in the caller's X.
+Status non_finite_error(const float* x, int64_t M, int64_t K, int64_t first_row = 0) {
+  for (int64_t m = 0; m < M; ++m) {
+    const float* row = x + m * K;
+    const int64_t k = first_non_finite(row, K);
+    if (k < 0) continue;
+    char value[32];
+    std::snprintf(value, sizeof value, "%g", static_cast<double>(row[k]));
+    return Error("linear: x row " + std::to_string(first_row + m) + ", column " + std::to_string(k) + ": value " + value +
+                 " is not finite");
+  }
+  return ok_status();
+}
+
+// The input check of every call (docs/design.md section 8.4), on the caller's thread: on the pool
+// the scan cost more than it saved (576x576 at 256 tokens, 147K values, 0.89 ms a call against 0.83
+// serial) because the workers had to be woken for it.
+Status check_finite(const cpu::ActivationKernels& passes, const float* x, int64_t M, int64_t K) {
+  if (passes.all_finite(x, static_cast<size_t>(M * K))) return ok_status();
+  return non_finite_error(x, M, K);
+}
+
 // One call on one packed form with the plan's route (not Onednn).
 void apply_packed(const PackedLinear& w, const LinearPlan& plan, const float* x, int64_t M, float* y, Status& status) {
   const cpu::LinearFn kernel = linear::plan_kernel(plan, w);
@@ -218,6 +243,16 @@ void apply_packed(const PackedLinear& w, const LinearPlan& plan, const float* x,
   // The bf16-activation kernels read only X's bf16 bits (call.x_bf16): without a lift those come
   // straight from X, with no rounded f32 copy written and read in between.
   const bool bits_only = wants_bf16 && w.lift_source.empty();
+  // X is checked for NaN and infinity (docs/design.md 8.4) by the pass that converts it for the kernel
+  // where there is one (the quantizer, the bf16 bits) and the call is a single token block, so that
+  // an error still comes before any row of Y is written; otherwise by a scan first. The scan runs on
+  // the caller while the workers wait: 2.5% of a SmolLM2 2:4 int8 prefill (perf), a pass the oneDNN
+  // route never paid.
+  const bool pass_checks = (int8 || bits_only) && M <= block;
+  if (!pass_checks) {
+    status = check_finite(passes, x, M, w.K);
+    if (!status.ok()) return;
+  }
   if (int8) {
     codes.resize(static_cast<size_t>(first * w.K_x));
     scales.resize(static_cast<size_t>(first));
@@ -236,7 +271,11 @@ void apply_packed(const PackedLinear& w, const LinearPlan& plan, const float* x,
       const TensorView xv{DType::F32, {count, w.K}, reinterpret_cast<const std::byte*>(x + m0 * w.K)};
       status = quantize_tokens_into(xv, QuantType::Int8, w.slide ? &*w.slide : nullptr,
                                     reinterpret_cast<std::byte*>(codes.data()), w.K_x, scales.data(), "x");
-      if (!status.ok()) return;
+      if (!status.ok()) {
+        Status located = non_finite_error(x + m0 * w.K, count, w.K, m0);  // the linear's own message
+        if (!located.ok()) status = located;
+        return;
+      }
       for (int64_t m = 0; m < count; ++m) std::memset(codes.data() + m * w.K_x + cols, 0, static_cast<size_t>(w.K_x - cols));
       call.x = codes.data();
       call.x_scale = scales.data();
@@ -249,11 +288,14 @@ void apply_packed(const PackedLinear& w, const LinearPlan& plan, const float* x,
       uint16_t* const bits = wants_bf16 ? x_bf16.data() : nullptr;
       const double bytes_per_value = bits_only ? 6.0 : w.bf16_x ? 14.0 : 8.0;
       const double seconds = static_cast<double>(count * w.K_x) * bytes_per_value / kOneCoreCopyBytesPerSecond;
+      std::atomic<bool> finite{true};
       parallel_for(count, grain_for(count, 1, seconds), [&](int64_t begin, int64_t end) {
         for (int64_t m = begin; m < end; ++m) {
           if (bits_only) {
             uint16_t* row = bits + m * w.K_x;
-            passes.to_bf16(x + (m0 + m) * w.K, static_cast<size_t>(w.K), nullptr, row);
+            if (!passes.to_bf16(x + (m0 + m) * w.K, static_cast<size_t>(w.K), nullptr, row)) {
+              finite.store(false, std::memory_order_relaxed);
+            }
             std::memset(row + w.K, 0, static_cast<size_t>(w.K_x - w.K) * 2);
             continue;
           }
@@ -267,6 +309,10 @@ void apply_packed(const PackedLinear& w, const LinearPlan& plan, const float* x,
           if (w.bf16_x) passes.to_bf16(dst, static_cast<size_t>(w.K_x), dst, bits != nullptr ? bits + m * w.K_x : nullptr);
         }
       });
+      if (!finite.load(std::memory_order_relaxed)) {
+        status = non_finite_error(x + m0 * w.K, count, w.K, m0);
+        return;
+      }
       call.x = padded_x;
       if (wants_bf16) call.x_bf16 = bits;
     }
@@ -317,31 +363,6 @@ void apply_packed(const PackedLinear& w, const LinearPlan& plan, const float* x,
       default: run_rows(kernel, call, w.row_blocks); break;
     }
   }
-}
-
-// The first row and column of X holding a NaN or infinity, as an Error (include/nmkit/linear.h), or
-// ok: the search that runs once a tier's pass (cpu/activation_kernels.h) or the quantizer has found
-// one somewhere in X.
-// first_row: the row number of x's first row in the caller's X.
-Status non_finite_error(const float* x, int64_t M, int64_t K, int64_t first_row = 0) {
-  for (int64_t m = 0; m < M; ++m) {
-    const float* row = x + m * K;
-    const int64_t k = first_non_finite(row, K);
-    if (k < 0) continue;
-    char value[32];
-    std::snprintf(value, sizeof value, "%g", static_cast<double>(row[k]));
-    return Error("linear: x row " + std::to_string(first_row + m) + ", column " + std::to_string(k) + ": value " + value +
-                 " is not finite");
-  }
-  return ok_status();
-}
-
-// The input check of every call (docs/design.md section 8.4), on the caller's thread: on the pool
-// the scan cost more than it saved (576x576 at 256 tokens, 147K values, 0.89 ms a call against 0.83
-// serial) because the workers had to be woken for it.
-Status check_finite(const cpu::ActivationKernels& passes, const float* x, int64_t M, int64_t K) {
-  if (passes.all_finite(x, static_cast<size_t>(M * K))) return ok_status();
-  return non_finite_error(x, M, K);
 }
 
 // The oneDNN form: the plan's source form decompressed row-major ([rows, K] f32 values, bf16 bits or
@@ -481,8 +502,7 @@ Status SparseLinear::apply(const float* x, int64_t M, float* y) const {
   if (M == 0) return ok_status();
   const PackedLinear& w = *layer_->packed;
   const LinearPlan plan = linear::plan_for(*layer_, M);
-  // The oneDNN route checks X in its conversion pass (apply_onednn); the packed routes first.
-  if (plan.route != Route::Onednn) NMKIT_TRY(check_finite(cpu::kernels_for(w.tier).activation, x, M, w.K));
+  // Both routes check X for NaN and infinity themselves, in their conversion pass where they can.
   const PackedLinear& form = linear::plan_form(plan, w);
   if (plan.route == Route::Onednn) return apply_onednn(*layer_, form, plan, x, nullptr, M, y);
   Status status = ok_status();

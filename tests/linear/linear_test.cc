@@ -339,7 +339,10 @@ TEST(Linear, NonFiniteXIsAnErrorOnEveryPath) {
   const int64_t rows = 12, K = 72;
   const Tensor w24 = pruned_weight(rows, K, {2, 4}, DType::F32, 31);
   const Tensor w68 = pruned_weight(rows, K, {6, 8}, DType::BF16, 32);
+  const Tensor w24_bf16 = pruned_weight(rows, K, {2, 4}, DType::BF16, 34);
   auto p24 = compress_sparse24(w24.view(), "w");
+  auto p24_bf16 = compress_sparse24(w24_bf16.view(), "w");
+  ASSERT_TRUE(p24_bf16.ok());
   auto p68 = compress_nm(w68.view(), {6, 8}, "w");
   ASSERT_TRUE(p24.ok() && p68.ok());
   auto geometry = SlideGeometry::make({6, 8}, K);
@@ -360,6 +363,7 @@ TEST(Linear, NonFiniteXIsAnErrorOnEveryPath) {
         {"dense int8", [&] { return SparseLinear::dense(w24.view(), int8); }},
         {"sparse24 f32", [&] { return SparseLinear::sparse24(*p24, plain); }},
         {"sparse24 int8", [&] { return SparseLinear::sparse24(*p24, int8); }},
+        {"sparse24 bf16 (bf16 x)", [&] { return SparseLinear::sparse24(*p24_bf16, bf16x); }},
         {"nm6:8 bf16", [&] { return SparseLinear::nm(*p68, plain); }},
         {"nm6:8 bf16 (bf16 x)", [&] { return SparseLinear::nm(*p68, bf16x); }},
         {"slid6:8 int8", [&] { return SparseLinear::slid(slid->view(), *geometry, plain); }},
