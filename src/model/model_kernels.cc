@@ -142,6 +142,16 @@ typedef float Vec16u __attribute__((vector_size(64), aligned(4), may_alias));  /
 #define NMKIT_LOAD16(p) (*reinterpret_cast<const Vec16u*>(p))
 #define NMKIT_STORE16(p, v) (*reinterpret_cast<Vec16u*>(p) = (v))
 
+// sum_i a[i] * b[i * b_step] in index order, one function for every query count: inlined
+// into attend_q<Q>, the compiler vectorized it differently per Q (fused multiply-adds for some,
+// rounded products before an in-order sum for others), so with a head_dim that is not a multiple of 16
+// a query's output depended on the other queries of its call (tests/model_kernels/attend_test.cc).
+__attribute__((noinline)) float strided_dot(const float* a, const float* b, int64_t b_step, int64_t n) {
+  float sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i * b_step];
+  return sum;
+}
+
 // Scores of Q queries: rows of n_pos in `scores`. 16 positions at a time, the Q x 16 sums kept in
 // registers over head_dim, each Kt vector loaded once for the Q queries.
 template <int Q>
@@ -183,9 +193,7 @@ NMKIT_INLINE void score_rows(const float* const* q, const float* Kt, int64_t str
   }
   for (; j < n_pos; ++j) {
     for (int h = 0; h < Q; ++h) {
-      float sum = 0;
-      for (int64_t d = 0; d < hd; ++d) sum += q[h][d] * Kt[d * stride + j];
-      scores[h * n_pos + j] = sum * scale;
+      scores[h * n_pos + j] = strided_dot(q[h], Kt + j, stride, hd) * scale;
     }
   }
 }
@@ -206,9 +214,7 @@ NMKIT_INLINE void weighted_rows(const float* scores, int64_t n_pos, const float*
   }
   for (; d0 < hd; ++d0) {
     for (int h = 0; h < Q; ++h) {
-      float sum = 0;
-      for (int64_t j = 0; j < n_pos; ++j) sum += scores[h * n_pos + j] * V[j * hd + d0];
-      out[h][d0] = sum;
+      out[h][d0] = strided_dot(scores + h * n_pos, V + d0, hd, n_pos);
     }
   }
 }
