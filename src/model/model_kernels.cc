@@ -219,6 +219,31 @@ NMKIT_INLINE void weighted_rows(const float* scores, int64_t n_pos, const float*
   }
 }
 
+// exp_inplace_body's operations on the 16 lanes of *v in place, in the same order (so the same bits
+// per lane): the loop form, inlined for 16 values, did not vectorize. Through a pointer, as above.
+typedef int32_t Vec16i __attribute__((vector_size(64)));
+NMKIT_INLINE void exp16(Vec16* value) {
+  Vec16 v = *value;
+  const Vec16 lo = Vec16{} - 87.3365447f, hi = Vec16{} + 88.7228391f;
+  v = v < lo ? lo : v;
+  v = v > hi ? hi : v;
+  const Vec16 k = (v * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  Vec16 r = v - k * 0.693359375f;
+  r = r - k * -2.12194440e-4f;
+  const Vec16 z = r * r;
+  Vec16 p = Vec16{} + 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const Vec16 e = p * z + r + 1.0f;
+  const Vec16i bits = (__builtin_convertvector(k, Vec16i) + 127) << 23;
+  Vec16 two_k;
+  std::memcpy(&two_k, &bits, sizeof two_k);
+  *value = e * two_k;
+}
+
 // Softmax of one row in place, normalized.
 NMKIT_INLINE void softmax_row(float* s, int64_t n) {
   float lane_max[kLanes];
@@ -230,12 +255,20 @@ NMKIT_INLINE void softmax_row(float* s, int64_t n) {
   for (; j < n; ++j) lane_max[0] = s[j] > lane_max[0] ? s[j] : lane_max[0];
   float max = lane_max[0];
   for (int l = 1; l < kLanes; ++l) max = lane_max[l] > max ? lane_max[l] : max;
-  for (j = 0; j < n; ++j) s[j] -= max;
-  exp_inplace_body(s, n);
-  float lane_sum[kLanes] = {};
+  // e^(s - max) and its lane sums 16 positions at a time, while they are in registers: the same
+  // operations in the same order as a pass for each (subtract, exp, sum), with a third of the loads
+  // and stores (the passes were a fifth of attention's time, SmolLM2 prefill).
+  Vec16 sums = Vec16{};
   for (j = 0; j + kLanes <= n; j += kLanes) {
-    for (int l = 0; l < kLanes; ++l) lane_sum[l] += s[j + l];
+    Vec16 e = NMKIT_LOAD16(s + j) - max;
+    exp16(&e);
+    NMKIT_STORE16(s + j, e);
+    sums += e;
   }
+  float lane_sum[kLanes];
+  NMKIT_STORE16(lane_sum, sums);
+  for (int64_t t = j; t < n; ++t) s[t] -= max;
+  exp_inplace_body(s + j, n - j);
   for (; j < n; ++j) lane_sum[0] += s[j];
   float sum = 0;
   for (int l = 0; l < kLanes; ++l) sum += lane_sum[l];
