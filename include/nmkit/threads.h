@@ -20,6 +20,10 @@ int thread_count();
 // another caller's job needs); with OpenMP each caller gets its own team.
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
+// Whether the pool's workers sleep between jobs (OMP_WAIT_POLICY=passive or GOMP_SPINCOUNT=0 with the
+// OpenMP pool) instead of spinning; some routes pay a wake-up per call on small layers (linear_plan.cc).
+bool workers_sleep();
+
 // About how long the pool takes to start a job on its workers, in seconds. Workers that spin between
 // jobs (OpenMP's default, the std::thread pool) start in about a microsecond; workers that sleep
 // (OMP_WAIT_POLICY=passive or GOMP_SPINCOUNT=0, which `nmkit bench linear` sets so that the

@@ -176,8 +176,10 @@ Pool& pool() {
   return instance;
 }
 
-// Whether the pool's workers sleep between jobs. libgomp reads these two variables once, at start-up;
-// so does this. The std::thread pool always spins ~50 us first.
+}  // namespace
+
+// libgomp reads these two variables once, at start-up; so does this. The std::thread pool always spins
+// ~50 us first.
 bool workers_sleep() {
 #if NMKIT_OPENMP_POOL
   auto equals = [](const char* value, const char* expected) {
@@ -192,8 +194,6 @@ bool workers_sleep() {
   return false;
 #endif
 }
-
-}  // namespace
 
 int thread_count() { return pool().threads(); }
 

@@ -104,7 +104,12 @@ constexpr int64_t kRowLanesShortK = 1024;
 // oneDNN's dense bf16 GEMM with bf16 activations): 4096x4096 1.07x / 1.14x at 64 / 256, 11008x4096
 // 1.12x / 1.18x, 4096x11008 1.15x / 1.28x, 49152x576 1.34x / 1.42x, 1536x576 1.12x / 1.19x; but
 // 576x1536 0.79x / 1.00x, 576x576 0.17x (a transient: 1.19x alone right after, sleeping workers) /
-// 0.89x, 192x576 0.59x / 0.64x, and 0.66-1.08x at 16 tokens.
+// 0.89x, 192x576 0.59x / 0.64x, and 0.66-1.08x at 16 tokens. That benchmark runs with sleeping
+// workers; with spinning ones (OpenMP's default, as in a model's forward pass) row lanes lead on every
+// SmolLM2 shape too (2026-11-25, quiet, a driver timing SparseLinear::apply against the same layer
+// dense, both converting X to bf16: 576x576 0.081 / 0.108 ms at 64 tokens and 0.615 / 0.831 at 512,
+// 960x576 0.117 / 0.168 and 0.950 / 1.294, 192x576 0.030 / 0.036 and 0.239 / 0.282, 576x1536 0.185 /
+// 0.254 and 1.508 / 2.086), so the row floor holds only while workers sleep.
 constexpr int64_t kRowLanesBf16Rows = 1024;
 
 // --- oneDNN --------------------------------------------------------------------------------------
@@ -265,7 +270,8 @@ LinearPlan plan_for(const LinearLayer& layer, int64_t M) {
   LinearPlan plan;
   plan.kind = w.kind;
   plan.dtype = w.dtype;
-  const int64_t row_lanes_from = w.dtype == DType::BF16 ? (w.rows >= kRowLanesBf16Rows ? kRowLanesTokens : INT64_MAX)
+  const bool bf16_rows_lead = w.rows >= kRowLanesBf16Rows || !workers_sleep();
+  const int64_t row_lanes_from = w.dtype == DType::BF16 ? (bf16_rows_lead ? kRowLanesTokens : INT64_MAX)
                                  : w.K <= kRowLanesShortK ? kRowLanesShortRowTokens
                                                           : kRowLanesTokens;
   if (w.kind == WeightFormat::Sparse24 && !w.slide && row_lanes_kernel(kernels, w) != nullptr && M >= row_lanes_from) {

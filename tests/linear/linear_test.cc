@@ -274,16 +274,18 @@ TEST(Linear, ReportsBytesAndRatios) {
 
 // sparse24 bf16 weights times bf16 activations on row lanes (AVX-512, linear/linear_row_lanes.h):
 // rows around the 16-row groups, K around the 32-wide windows and the 64-wide padding of the source
-// layout, token counts around the kernel's 12-token blocks, on weights of at least 1024 rows, where
-// the plan takes row lanes from 64 tokens; on the other tiers the same calls run their own routes.
-// The form is built by the first call, so a bias set afterwards must reach it too.
+// layout, token counts around the kernel's 12-token blocks. The plan takes row lanes from 64 tokens
+// on weights of at least 1024 rows, and on smaller ones too while the workers spin (this suite runs
+// once with sleeping workers, linear_sleeping_workers); on the other tiers the same calls run their own
+// routes. The form is built by the first call, so a bias set afterwards must reach it too.
 TEST(Linear, Sparse24Bf16xRowLanesMatchReferenceAndFollowTheBias) {
   if (!tier_available()) GTEST_SKIP() << "tier not supported here";
   const bool avx512 = *active_tier() == IsaTier::Avx512;
   LinearOptions options;
   options.bf16_activations = true;
   uint64_t seed = 9500;
-  for (const int64_t rows : {1024, 1039, 1041}) {
+  for (const int64_t rows : {17, 100, 1024, 1039, 1041}) {
+    const bool row_lanes = avx512 && (rows >= 1024 || !workers_sleep());
     for (const int64_t K : {4, 30, 64, 200}) {
       const int64_t M = std::vector<int64_t>{64, 67, 77, 100}[static_cast<size_t>(++seed % 4)];
       const std::string what = describe({M, K, rows}) + " " + seed_trace(seed);
@@ -296,7 +298,7 @@ TEST(Linear, Sparse24Bf16xRowLanesMatchReferenceAndFollowTheBias) {
       ASSERT_TRUE(packed.ok()) << packed.error().message();
       auto layer = SparseLinear::sparse24(*packed, options);
       ASSERT_TRUE(layer.ok()) << layer.error().message();
-      EXPECT_EQ(layer->kernel_name(M).find("row lanes") != std::string::npos, avx512) << layer->kernel_name(M);
+      EXPECT_EQ(layer->kernel_name(M).find("row lanes") != std::string::npos, row_lanes) << layer->kernel_name(M);
       auto ref = ref_sparse_matmul(*packed, x.view());
       ASSERT_TRUE(ref.ok());
       check_layer(*layer, w, x, ref->y, {}, what);
