@@ -318,15 +318,20 @@ NMKIT_DISPATCH(attend,
 namespace {
 
 NMKIT_INLINE void swiglu_body(const float* gate, const float* up, int64_t n, float* out) {
-  // In blocks, so that e^-g runs through the vectorized exp over a stack buffer.
-  constexpr int64_t kBlock = 256;
-  float e[kBlock];
-  for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
-    const int64_t m = n - i0 < kBlock ? n - i0 : kBlock;
-    for (int64_t i = 0; i < m; ++i) e[i] = -gate[i0 + i];
-    exp_inplace_body(e, m);
-    for (int64_t i = 0; i < m; ++i) out[i0 + i] = gate[i0 + i] / (1.0f + e[i]) * up[i0 + i];
+  // 16 values at a time in registers (exp16); the last n % 16 through the loop form of the same
+  // operations. (Negate, exp and the product were three passes over a stack buffer.)
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    const Vec16 g = NMKIT_LOAD16(gate + i);
+    Vec16 e = -g;
+    exp16(&e);
+    NMKIT_STORE16(out + i, g / (1.0f + e) * NMKIT_LOAD16(up + i));
   }
+  float e[kLanes];
+  const int64_t m = n - i;
+  for (int64_t t = 0; t < m; ++t) e[t] = -gate[i + t];
+  exp_inplace_body(e, m);
+  for (int64_t t = 0; t < m; ++t) out[i + t] = gate[i + t] / (1.0f + e[t]) * up[i + t];
 }
 
 NMKIT_DISPATCH(swiglu, (const float* gate, const float* up, int64_t n, float* out), (gate, up, n, out))
