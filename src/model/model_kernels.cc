@@ -44,8 +44,8 @@ namespace {
 
 // Rows normalized together: each row's sum of squares still runs in order (so every row's result is
 // the one-row loop's, bit for bit), but kNormRows independent sums are in flight instead of one
-// chain of dependent double additions (one row of 576 was ~2300 cycles of add latency: 10 ms of a
-// SmolLM2 prefill of 512 tokens, against ~2 ms with 8 rows interleaved).
+// chain of dependent double additions (one row of 576 was ~2300 cycles of add latency: the two norms
+// of each block took 9.8 ms of a SmolLM2 prefill of 512 tokens, 3.5 ms with 8 rows interleaved).
 constexpr int kNormRows = 8;
 
 template <int R>
@@ -72,31 +72,58 @@ NMKIT_DISPATCH(rms_norm_rows, (const float* x, const float* weight, int64_t n, i
 
 namespace {
 
+// 16 floats as one GCC vector: a ZMM in the AVX-512 clone, two YMM in AVX2, four XMM in the baseline.
+// Written with explicit vectors because the compiler's own vectorization of these loops kept the Q x 16
+// sums in memory (measured 48% of a SmolLM2 prefill in attention, against ~5% of its arithmetic).
+// Vectors are only loaded and stored through pointers (a function returning one would change the ABI
+// between clones).
+typedef float Vec16 __attribute__((vector_size(64)));
+typedef float Vec16u __attribute__((vector_size(64), aligned(4), may_alias));  // unaligned access
+#define NMKIT_LOAD16(p) (*reinterpret_cast<const Vec16u*>(p))
+#define NMKIT_STORE16(p, v) (*reinterpret_cast<Vec16u*>(p) = (v))
+
+// e^x on the 16 lanes of *value in place. Cephes expf: e^x = 2^k e^r, k = x log2 e rounded to
+// nearest, r = x - k ln2 with ln2 split in two so that k ln2 is exact to 2^-24; e^r ~ 1 + r + r^2 P(r)
+// on |r| <= ln2/2. The rounding adds and subtracts 1.5 * 2^23 (exact for |t| < 2^22) instead of
+// calling floorf. Lanes are independent, so a value's result does not depend on its neighbours.
+typedef int32_t Vec16i __attribute__((vector_size(64)));
+NMKIT_INLINE void exp16(Vec16* value) {
+  Vec16 v = *value;
+  const Vec16 lo = Vec16{} - 87.3365447f, hi = Vec16{} + 88.7228391f;
+  v = v < lo ? lo : v;
+  v = v > hi ? hi : v;
+  const Vec16 k = (v * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  Vec16 r = v - k * 0.693359375f;
+  r = r - k * -2.12194440e-4f;
+  const Vec16 z = r * r;
+  Vec16 p = Vec16{} + 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const Vec16 e = p * z + r + 1.0f;
+  const Vec16i bits = (__builtin_convertvector(k, Vec16i) + 127) << 23;
+  Vec16 two_k;
+  std::memcpy(&two_k, &bits, sizeof two_k);
+  *value = e * two_k;
+}
+
+// 16 values at a time, the last n % 16 in a zero-padded vector.
 NMKIT_INLINE void exp_inplace_body(float* x, int64_t n) {
-  // Cephes expf: e^x = 2^k e^r, k = x log2 e rounded to nearest, r = x - k ln2 with ln2 split in two
-  // so that k ln2 is exact to 2^-24; e^r ~ 1 + r + r^2 P(r) on |r| <= ln2/2. The rounding adds and
-  // subtracts 1.5 * 2^23 (exact for |t| < 2^22) instead of calling floorf, which would keep the
-  // loop scalar.
-  for (int64_t i = 0; i < n; ++i) {
-    float v = x[i];
-    v = v < -87.3365447f ? -87.3365447f : v;
-    v = v > 88.7228391f ? 88.7228391f : v;
-    const float k = (v * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    float r = v - k * 0.693359375f;
-    r = r - k * -2.12194440e-4f;
-    const float z = r * r;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    const float e = p * z + r + 1.0f;
-    const uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(k) + 127) << 23;
-    float two_k;
-    std::memcpy(&two_k, &bits, 4);
-    x[i] = e * two_k;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    Vec16 v = NMKIT_LOAD16(x + i);
+    exp16(&v);
+    NMKIT_STORE16(x + i, v);
   }
+  if (i == n) return;
+  float tail[kLanes] = {};
+  std::memcpy(tail, x + i, static_cast<size_t>(n - i) * sizeof(float));
+  Vec16 v = NMKIT_LOAD16(tail);
+  exp16(&v);
+  NMKIT_STORE16(tail, v);
+  std::memcpy(x + i, tail, static_cast<size_t>(n - i) * sizeof(float));
 }
 
 NMKIT_DISPATCH(exp_inplace, (float* x, int64_t n), (x, n))
@@ -132,15 +159,6 @@ NMKIT_DISPATCH(rope_rotate, (float* x, int64_t heads, int64_t head_stride, int64
 
 namespace {
 
-// 16 floats as one GCC vector: a ZMM in the AVX-512 clone, two YMM in AVX2, four XMM in the baseline.
-// Written with explicit vectors because the compiler's own vectorization of these loops kept the Q x 16
-// sums in memory (measured 48% of a SmolLM2 prefill in attention, against ~5% of its arithmetic).
-// Vectors are only loaded and stored through pointers (a function returning one would change the ABI
-// between clones).
-typedef float Vec16 __attribute__((vector_size(64)));
-typedef float Vec16u __attribute__((vector_size(64), aligned(4), may_alias));  // unaligned access
-#define NMKIT_LOAD16(p) (*reinterpret_cast<const Vec16u*>(p))
-#define NMKIT_STORE16(p, v) (*reinterpret_cast<Vec16u*>(p) = (v))
 
 // sum_i a[i] * b[i * b_step] in index order, one function for every query count: inlined
 // into attend_q<Q>, the compiler vectorized it differently per Q (fused multiply-adds for some,
@@ -219,31 +237,6 @@ NMKIT_INLINE void weighted_rows(const float* scores, int64_t n_pos, const float*
   }
 }
 
-// exp_inplace_body's operations on the 16 lanes of *v in place, in the same order (so the same bits
-// per lane): the loop form, inlined for 16 values, did not vectorize. Through a pointer, as above.
-typedef int32_t Vec16i __attribute__((vector_size(64)));
-NMKIT_INLINE void exp16(Vec16* value) {
-  Vec16 v = *value;
-  const Vec16 lo = Vec16{} - 87.3365447f, hi = Vec16{} + 88.7228391f;
-  v = v < lo ? lo : v;
-  v = v > hi ? hi : v;
-  const Vec16 k = (v * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  Vec16 r = v - k * 0.693359375f;
-  r = r - k * -2.12194440e-4f;
-  const Vec16 z = r * r;
-  Vec16 p = Vec16{} + 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const Vec16 e = p * z + r + 1.0f;
-  const Vec16i bits = (__builtin_convertvector(k, Vec16i) + 127) << 23;
-  Vec16 two_k;
-  std::memcpy(&two_k, &bits, sizeof two_k);
-  *value = e * two_k;
-}
-
 // Softmax of one row in place, normalized.
 NMKIT_INLINE void softmax_row(float* s, int64_t n) {
   float lane_max[kLanes];
@@ -256,8 +249,8 @@ NMKIT_INLINE void softmax_row(float* s, int64_t n) {
   float max = lane_max[0];
   for (int l = 1; l < kLanes; ++l) max = lane_max[l] > max ? lane_max[l] : max;
   // e^(s - max) and its lane sums 16 positions at a time, while they are in registers: the same
-  // operations in the same order as a pass for each (subtract, exp, sum), with a third of the loads
-  // and stores (the passes were a fifth of attention's time, SmolLM2 prefill).
+  // operations in the same order as a pass for each (subtract, exp, sum), with one load and one store
+  // per vector instead of three and two (the passes were a fifth of attention's time, SmolLM2 prefill).
   Vec16 sums = Vec16{};
   for (j = 0; j + kLanes <= n; j += kLanes) {
     Vec16 e = NMKIT_LOAD16(s + j) - max;
@@ -318,8 +311,8 @@ NMKIT_DISPATCH(attend,
 namespace {
 
 NMKIT_INLINE void swiglu_body(const float* gate, const float* up, int64_t n, float* out) {
-  // 16 values at a time in registers (exp16); the last n % 16 through the loop form of the same
-  // operations. (Negate, exp and the product were three passes over a stack buffer.)
+  // 16 values at a time in registers (exp16), the last n % 16 through exp_inplace_body: the same
+  // operations either way. (Negate, exp and the product were three passes over a stack buffer.)
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
     const Vec16 g = NMKIT_LOAD16(gate + i);
