@@ -178,18 +178,21 @@ Pool& pool() {
 
 }  // namespace
 
-// libgomp reads these two variables once, at start-up; so does this. The std::thread pool always spins
-// ~50 us first.
+// libgomp reads these two variables once, at start-up; so does this (once: the plan asks on every
+// linear call). The std::thread pool always spins ~50 us first.
 bool workers_sleep() {
 #if NMKIT_OPENMP_POOL
-  auto equals = [](const char* value, const char* expected) {
-    if (value == nullptr) return false;
-    for (; *value != '\0' && *expected != '\0'; ++value, ++expected) {
-      if (std::tolower(static_cast<unsigned char>(*value)) != *expected) return false;
-    }
-    return *value == '\0' && *expected == '\0';
-  };
-  return equals(std::getenv("OMP_WAIT_POLICY"), "passive") || equals(std::getenv("GOMP_SPINCOUNT"), "0");
+  static const bool sleep = [] {
+    auto equals = [](const char* value, const char* expected) {
+      if (value == nullptr) return false;
+      for (; *value != '\0' && *expected != '\0'; ++value, ++expected) {
+        if (std::tolower(static_cast<unsigned char>(*value)) != *expected) return false;
+      }
+      return *value == '\0' && *expected == '\0';
+    };
+    return equals(std::getenv("OMP_WAIT_POLICY"), "passive") || equals(std::getenv("GOMP_SPINCOUNT"), "0");
+  }();
+  return sleep;
 #else
   return false;
 #endif

@@ -28,10 +28,12 @@ inline int64_t row_limit(const LinearCall& call) {
   return end < call.w->rows ? end : call.w->rows;
 }
 
-// The row-lane layout (linear/linear_row_lanes.h): windows of kRowLaneWindowBytes of activations in
-// a row of X (64 INT8 or 32 bf16 K each), and the bytes of one 16-row group's records.
+// The row-lane layout (linear/linear_row_lanes.h): bytes per activation (INT8 codes or bf16 bits),
+// windows of kRowLaneWindowBytes of activations in a row of X (64 INT8 or 32 bf16 K each), and the
+// bytes of one 16-row group's records.
+inline int64_t row_lane_value_bytes(const PackedLinear& w) { return w.dtype == DType::I8 ? 1 : 2; }
 inline int64_t row_lane_windows(const PackedLinear& w) {
-  return w.K_x * (w.dtype == DType::I8 ? 1 : 2) / kRowLaneWindowBytes;
+  return w.K_x * row_lane_value_bytes(w) / kRowLaneWindowBytes;
 }
 inline int64_t row_lane_group_bytes(const PackedLinear& w) {
   return row_lane_windows(w) * kRowLaneRecords * kRowLaneRecordBytes;

@@ -10,8 +10,6 @@ namespace {
 
 int64_t row_groups(const PackedLinear& w) { return (w.rows + kRowLaneRows - 1) / kRowLaneRows; }
 
-int64_t value_bytes(const PackedLinear& w) { return w.dtype == DType::I8 ? 1 : 2; }
-
 size_t record_bytes(const PackedLinear& w) { return static_cast<size_t>(row_groups(w) * row_lane_group_bytes(w)); }
 
 // Copies per-row arrays (INT8 scales and sums; empty for bf16) unchanged: rows past w.rows are never
@@ -36,7 +34,7 @@ int64_t kept_position(const uint32_t* words, int64_t chunk_start, int j) {
 std::unique_ptr<PackedLinear> pack_row_lanes(const PackedLinear& w) {
   const bool int8 = w.dtype == DType::I8;
   NMKIT_ASSERT(w.kind == WeightFormat::Sparse24 && (int8 || w.dtype == DType::BF16) &&
-               w.K_x * value_bytes(w) % kRowLaneWindowBytes == 0);
+               w.K_x * row_lane_value_bytes(w) % kRowLaneWindowBytes == 0);
   auto form = std::make_unique<PackedLinear>();
   form->kind = WeightFormat::Sparse24;
   form->dtype = w.dtype;
@@ -52,7 +50,7 @@ std::unique_ptr<PackedLinear> pack_row_lanes(const PackedLinear& w) {
   form->row_scale = copy_of(w.row_scale);
   form->row_sum = copy_of(w.row_sum);
   copy_bias(w, *form);
-  const int64_t size = value_bytes(w);
+  const int64_t size = row_lane_value_bytes(w);
   const int64_t chunk = int8 ? kLinearChunkInt8 : kLinearChunk, kept = chunk / 2;
   const int64_t words_per_record = int8 ? 4 : 1;
   const int64_t chunks = w.K_x / chunk, window = kRowLaneWindowBytes / size;

@@ -204,6 +204,18 @@ Status non_finite_error(const float* x, int64_t M, int64_t K, int64_t first_row 
   return ok_status();
 }
 
+// X's rows [first_row, first_row + M) quantized per token to INT8 codes (row stride ld, lifted for a
+// slid weight) for a kernel; a NaN or infinity in them, which the quantizer finds, is the linear's
+// own error naming its row and column.
+Status quantize_x(const float* x, int64_t M, int64_t K, const SlideGeometry* lift, int8_t* codes, int64_t ld,
+                  float* scales, int64_t first_row) {
+  const TensorView xv{DType::F32, {M, K}, reinterpret_cast<const std::byte*>(x)};
+  Status quantized = quantize_tokens_into(xv, QuantType::Int8, lift, reinterpret_cast<std::byte*>(codes), ld, scales, "x");
+  if (quantized.ok()) return quantized;
+  Status located = non_finite_error(x, M, K, first_row);
+  return located.ok() ? quantized : located;
+}
+
 // The input check of every call (docs/design.md section 8.4), on the caller's thread: on the pool
 // the scan cost more than it saved (576x576 at 256 tokens, 147K values, 0.89 ms a call against 0.83
 // serial) because the workers had to be woken for it.
@@ -268,14 +280,9 @@ void apply_packed(const PackedLinear& w, const LinearPlan& plan, const float* x,
     call.y = y + m0 * w.rows;
     call.ldy = w.rows;
     if (int8) {
-      const TensorView xv{DType::F32, {count, w.K}, reinterpret_cast<const std::byte*>(x + m0 * w.K)};
-      status = quantize_tokens_into(xv, QuantType::Int8, w.slide ? &*w.slide : nullptr,
-                                    reinterpret_cast<std::byte*>(codes.data()), w.K_x, scales.data(), "x");
-      if (!status.ok()) {
-        Status located = non_finite_error(x + m0 * w.K, count, w.K, m0);  // the linear's own message
-        if (!located.ok()) status = located;
-        return;
-      }
+      status = quantize_x(x + m0 * w.K, count, w.K, w.slide ? &*w.slide : nullptr, codes.data(), w.K_x,
+                          scales.data(), m0);
+      if (!status.ok()) return;
       for (int64_t m = 0; m < count; ++m) std::memset(codes.data() + m * w.K_x + cols, 0, static_cast<size_t>(w.K_x - cols));
       call.x = codes.data();
       call.x_scale = scales.data();
@@ -435,13 +442,7 @@ Status apply_onednn(const LinearLayer& layer, const PackedLinear& source, const 
   } else if (plan.matmul == linear::MatmulType::Int8) {
     codes.resize(n);
     scales.resize(static_cast<size_t>(M));
-    const TensorView xv{DType::F32, {M, K}, reinterpret_cast<const std::byte*>(x)};
-    Status quantized = quantize_tokens_into(xv, QuantType::Int8, nullptr, reinterpret_cast<std::byte*>(codes.data()), K,
-                                            scales.data(), "x");
-    if (!quantized.ok()) {
-      Status located = non_finite_error(x, M, K);  // the linear layer's own message for a NaN
-      return located.ok() ? quantized : located;
-    }
+    NMKIT_TRY(quantize_x(x, M, K, nullptr, codes.data(), K, scales.data(), 0));
     input = codes.data();
   } else if (plan.matmul == linear::MatmulType::Bf16 || w.bf16_x) {
     // X's bf16 bits straight from X (one read and a half-size write; with a rounded f32 copy in between
