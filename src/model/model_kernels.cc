@@ -9,19 +9,24 @@
 // FMA (x86-64-v3) and the baseline (SSE2, the "scalar" tier), and run on the tier the library's
 // kernels use (active_tier(): NMKIT_ISA, else the best detected), so tests cover every tier.
 #define NMKIT_INLINE inline __attribute__((always_inline))
-#define NMKIT_DISPATCH(name, params, args)                                         \
-  __attribute__((target("arch=x86-64-v4"))) void name##_avx512 params { name##_body args; } \
-  __attribute__((target("arch=x86-64-v3"))) void name##_avx2 params { name##_body args; }   \
-  void name##_scalar params { name##_body args; }                                  \
-  }                                                                                \
-  void name params {                                                               \
-    switch (model_tier()) {                                                        \
-      case IsaTier::Avx512: name##_avx512 args; break;                             \
-      case IsaTier::Avx2: name##_avx2 args; break;                                 \
-      default: name##_scalar args; break;                                          \
-    }                                                                              \
-  }                                                                                \
+#define NMKIT_DISPATCH_CLONES(name, params, args, avx512_body, avx2_body, scalar_body)   \
+  __attribute__((target("arch=x86-64-v4"))) void name##_avx512 params { avx512_body args; } \
+  __attribute__((target("arch=x86-64-v3"))) void name##_avx2 params { avx2_body args; }     \
+  void name##_scalar params { scalar_body args; }                                        \
+  }                                                                                      \
+  void name params {                                                                     \
+    switch (model_tier()) {                                                              \
+      case IsaTier::Avx512: name##_avx512 args; break;                                   \
+      case IsaTier::Avx2: name##_avx2 args; break;                                       \
+      default: name##_scalar args; break;                                                \
+    }                                                                                    \
+  }                                                                                      \
   namespace {
+#define NMKIT_DISPATCH(name, params, args) \
+  NMKIT_DISPATCH_CLONES(name, params, args, name##_body, name##_body, name##_body)
+// Bodies written on vectors of W floats (below): each clone runs them on its own register width.
+#define NMKIT_DISPATCH_VECTORS(name, params, args) \
+  NMKIT_DISPATCH_CLONES(name, params, args, name##_body<16>, name##_body<8>, name##_body<4>)
 
 namespace nmkit::model {
 namespace {
@@ -72,61 +77,71 @@ NMKIT_DISPATCH(rms_norm_rows, (const float* x, const float* weight, int64_t n, i
 
 namespace {
 
-// 16 floats as one GCC vector: a ZMM in the AVX-512 clone, two YMM in AVX2, four XMM in the baseline.
-// Written with explicit vectors because the compiler's own vectorization of these loops kept the Q x 16
-// sums in memory (measured 48% of a SmolLM2 prefill in attention, against ~5% of its arithmetic).
-// Vectors are only loaded and stored through pointers (a function returning one would change the ABI
-// between clones).
-typedef float Vec16 __attribute__((vector_size(64)));
-typedef float Vec16u __attribute__((vector_size(64), aligned(4), may_alias));  // unaligned access
-#define NMKIT_LOAD16(p) (*reinterpret_cast<const Vec16u*>(p))
-#define NMKIT_STORE16(p, v) (*reinterpret_cast<Vec16u*>(p) = (v))
+// W floats as one GCC vector: a ZMM (W = 16) in the AVX-512 clone, a YMM (8) in AVX2, an XMM (4) in
+// the baseline. Written with explicit vectors because the compiler's own vectorization of these loops
+// kept the Q x 16 sums in memory (measured 48% of a SmolLM2 prefill in attention, against ~5% of its
+// arithmetic). Each clone gets the width of its registers: a 16-float vector in the AVX2 and baseline
+// clones was lowered through memory (attention 7.6x and e^x 8.2x slower on AVX2 than on AVX-512). The
+// reductions keep 16 lanes whatever W is (a 16-lane sum is 16/W vectors), and lanes never mix, so
+// every width computes the same bits. Vectors are only loaded and stored through pointers (a function
+// returning one would change the ABI between clones).
+template <int W>
+struct Vec {
+  typedef float F __attribute__((vector_size(W * 4)));
+  typedef float Unaligned __attribute__((vector_size(W * 4), aligned(4), may_alias));
+  typedef int32_t I __attribute__((vector_size(W * 4)));
+};
+#define NMKIT_LOAD(V, p) (*reinterpret_cast<const typename V::Unaligned*>(p))
+#define NMKIT_STORE(V, p, v) (*reinterpret_cast<typename V::Unaligned*>(p) = (v))
 
-// e^x on the 16 lanes of *value in place. Cephes expf: e^x = 2^k e^r, k = x log2 e rounded to
+// e^x on the W lanes of *value in place. Cephes expf: e^x = 2^k e^r, k = x log2 e rounded to
 // nearest, r = x - k ln2 with ln2 split in two so that k ln2 is exact to 2^-24; e^r ~ 1 + r + r^2 P(r)
 // on |r| <= ln2/2. The rounding adds and subtracts 1.5 * 2^23 (exact for |t| < 2^22) instead of
 // calling floorf. Lanes are independent, so a value's result does not depend on its neighbours.
-typedef int32_t Vec16i __attribute__((vector_size(64)));
-NMKIT_INLINE void exp16(Vec16* value) {
-  Vec16 v = *value;
-  const Vec16 lo = Vec16{} - 87.3365447f, hi = Vec16{} + 88.7228391f;
+template <int W>
+NMKIT_INLINE void exp_vec(typename Vec<W>::F* value) {
+  using F = typename Vec<W>::F;
+  F v = *value;
+  const F lo = F{} - 87.3365447f, hi = F{} + 88.7228391f;
   v = v < lo ? lo : v;
   v = v > hi ? hi : v;
-  const Vec16 k = (v * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  Vec16 r = v - k * 0.693359375f;
+  const F k = (v * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  F r = v - k * 0.693359375f;
   r = r - k * -2.12194440e-4f;
-  const Vec16 z = r * r;
-  Vec16 p = Vec16{} + 1.9875691500e-4f;
+  const F z = r * r;
+  F p = F{} + 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  const Vec16 e = p * z + r + 1.0f;
-  const Vec16i bits = (__builtin_convertvector(k, Vec16i) + 127) << 23;
-  Vec16 two_k;
+  const F e = p * z + r + 1.0f;
+  const typename Vec<W>::I bits = (__builtin_convertvector(k, typename Vec<W>::I) + 127) << 23;
+  F two_k;
   std::memcpy(&two_k, &bits, sizeof two_k);
   *value = e * two_k;
 }
 
-// 16 values at a time, the last n % 16 in a zero-padded vector.
+// W values at a time, the last n % W in a zero-padded vector.
+template <int W>
 NMKIT_INLINE void exp_inplace_body(float* x, int64_t n) {
+  using V = Vec<W>;
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    Vec16 v = NMKIT_LOAD16(x + i);
-    exp16(&v);
-    NMKIT_STORE16(x + i, v);
+  for (; i + W <= n; i += W) {
+    typename V::F v = NMKIT_LOAD(V, x + i);
+    exp_vec<W>(&v);
+    NMKIT_STORE(V, x + i, v);
   }
   if (i == n) return;
-  float tail[kLanes] = {};
+  float tail[W] = {};
   std::memcpy(tail, x + i, static_cast<size_t>(n - i) * sizeof(float));
-  Vec16 v = NMKIT_LOAD16(tail);
-  exp16(&v);
-  NMKIT_STORE16(tail, v);
+  typename V::F v = NMKIT_LOAD(V, tail);
+  exp_vec<W>(&v);
+  NMKIT_STORE(V, tail, v);
   std::memcpy(x + i, tail, static_cast<size_t>(n - i) * sizeof(float));
 }
 
-NMKIT_DISPATCH(exp_inplace, (float* x, int64_t n), (x, n))
+NMKIT_DISPATCH_VECTORS(exp_inplace, (float* x, int64_t n), (x, n))
 }  // namespace
 
 void rope_angles(int64_t p, int64_t head_dim, float base, float* cos_sin) {
@@ -170,20 +185,22 @@ __attribute__((noinline)) float strided_dot(const float* a, const float* b, int6
   return sum;
 }
 
-// Scores of Q queries: rows of n_pos in `scores`. 16 positions at a time, the Q x 16 sums kept in
+// Scores of Q queries: rows of n_pos in `scores`. W positions at a time, the Q x W sums kept in
 // registers over head_dim, each Kt vector loaded once for the Q queries.
-template <int Q>
-NMKIT_INLINE void score_rows(const float* const* q, const float* Kt, int64_t stride,
-                                                      int64_t hd, int64_t n_pos, float scale, float* scores) {
+template <int Q, int W>
+NMKIT_INLINE void score_rows(const float* const* q, const float* Kt, int64_t stride, int64_t hd, int64_t n_pos,
+                             float scale, float* scores) {
+  using V = Vec<W>;
+  const int64_t full = n_pos / kLanes * kLanes;
   int64_t j = 0;
-  for (; j + kLanes <= n_pos; j += kLanes) {
-    Vec16 acc[Q];
-    for (int h = 0; h < Q; ++h) acc[h] = Vec16{};
+  for (; j < full; j += W) {
+    typename V::F acc[Q];
+    for (int h = 0; h < Q; ++h) acc[h] = typename V::F{};
     for (int64_t d = 0; d < hd; ++d) {
-      const Vec16 r = NMKIT_LOAD16(Kt + d * stride + j);
+      const typename V::F r = NMKIT_LOAD(V, Kt + d * stride + j);
       for (int h = 0; h < Q; ++h) acc[h] += q[h][d] * r;
     }
-    for (int h = 0; h < Q; ++h) NMKIT_STORE16(scores + h * n_pos + j, acc[h] * scale);
+    for (int h = 0; h < Q; ++h) NMKIT_STORE(V, scores + h * n_pos + j, acc[h] * scale);
   }
   if (j == n_pos) return;
   // The last n_pos % 16 positions: their keys copied into 16 zero-padded lanes, then the same vector
@@ -196,16 +213,18 @@ NMKIT_INLINE void score_rows(const float* const* q, const float* Kt, int64_t str
     for (int64_t d = 0; d < hd; ++d) {
       for (int64_t l = 0; l < kLanes; ++l) tail[d * kLanes + l] = l < left ? Kt[d * stride + j + l] : 0.0f;
     }
-    Vec16 acc[Q];
-    for (int h = 0; h < Q; ++h) acc[h] = Vec16{};
-    for (int64_t d = 0; d < hd; ++d) {
-      const Vec16 r = NMKIT_LOAD16(tail + d * kLanes);
-      for (int h = 0; h < Q; ++h) acc[h] += q[h][d] * r;
-    }
-    for (int h = 0; h < Q; ++h) {
-      float lanes[kLanes];
-      NMKIT_STORE16(lanes, acc[h] * scale);
-      for (int64_t l = 0; l < left; ++l) scores[h * n_pos + j + l] = lanes[l];
+    for (int64_t l0 = 0; l0 < left; l0 += W) {
+      typename V::F acc[Q];
+      for (int h = 0; h < Q; ++h) acc[h] = typename V::F{};
+      for (int64_t d = 0; d < hd; ++d) {
+        const typename V::F r = NMKIT_LOAD(V, tail + d * kLanes + l0);
+        for (int h = 0; h < Q; ++h) acc[h] += q[h][d] * r;
+      }
+      for (int h = 0; h < Q; ++h) {
+        float lanes[W];
+        NMKIT_STORE(V, lanes, acc[h] * scale);
+        for (int64_t l = l0; l < left && l < l0 + W; ++l) scores[h * n_pos + j + l] = lanes[l - l0];
+      }
     }
     return;
   }
@@ -216,29 +235,34 @@ NMKIT_INLINE void score_rows(const float* const* q, const float* Kt, int64_t str
   }
 }
 
-// out[h] = sum_j scores[h][j] V[j], 16 columns of head_dim at a time with the Q x 16 sums in registers.
-template <int Q>
-NMKIT_INLINE void weighted_rows(const float* scores, int64_t n_pos, const float* V,
-                                                         int64_t hd, float* const* out) {
+// out[h] = sum_j scores[h][j] V[j], W columns of head_dim at a time with the Q x W sums in registers;
+// the columns past the last multiple of 16 by strided_dot.
+template <int Q, int W>
+NMKIT_INLINE void weighted_rows(const float* scores, int64_t n_pos, const float* Vals, int64_t hd,
+                                float* const* out) {
+  using V = Vec<W>;
+  const int64_t full = hd / kLanes * kLanes;
   int64_t d0 = 0;
-  for (; d0 + kLanes <= hd; d0 += kLanes) {
-    Vec16 acc[Q];
-    for (int h = 0; h < Q; ++h) acc[h] = Vec16{};
+  for (; d0 < full; d0 += W) {
+    typename V::F acc[Q];
+    for (int h = 0; h < Q; ++h) acc[h] = typename V::F{};
     for (int64_t j = 0; j < n_pos; ++j) {
-      const Vec16 v = NMKIT_LOAD16(V + j * hd + d0);
+      const typename V::F v = NMKIT_LOAD(V, Vals + j * hd + d0);
       for (int h = 0; h < Q; ++h) acc[h] += scores[h * n_pos + j] * v;
     }
-    for (int h = 0; h < Q; ++h) NMKIT_STORE16(out[h] + d0, acc[h]);
+    for (int h = 0; h < Q; ++h) NMKIT_STORE(V, out[h] + d0, acc[h]);
   }
   for (; d0 < hd; ++d0) {
     for (int h = 0; h < Q; ++h) {
-      out[h][d0] = strided_dot(scores + h * n_pos, V + d0, hd, n_pos);
+      out[h][d0] = strided_dot(scores + h * n_pos, Vals + d0, hd, n_pos);
     }
   }
 }
 
 // Softmax of one row in place, normalized.
+template <int W>
 NMKIT_INLINE void softmax_row(float* s, int64_t n) {
+  using V = Vec<W>;
   float lane_max[kLanes];
   for (int l = 0; l < kLanes; ++l) lane_max[l] = -INFINITY;
   int64_t j = 0;
@@ -248,20 +272,24 @@ NMKIT_INLINE void softmax_row(float* s, int64_t n) {
   for (; j < n; ++j) lane_max[0] = s[j] > lane_max[0] ? s[j] : lane_max[0];
   float max = lane_max[0];
   for (int l = 1; l < kLanes; ++l) max = lane_max[l] > max ? lane_max[l] : max;
-  // e^(s - max) and its lane sums 16 positions at a time, while they are in registers: the same
+  // e^(s - max) and its 16 lane sums 16 positions at a time, while they are in registers: the same
   // operations in the same order as a pass for each (subtract, exp, sum), with one load and one store
   // per vector instead of three and two (the passes were a fifth of attention's time, SmolLM2 prefill).
-  Vec16 sums = Vec16{};
+  constexpr int kParts = kLanes / W;
+  typename V::F sums[kParts];
+  for (int t = 0; t < kParts; ++t) sums[t] = typename V::F{};
   for (j = 0; j + kLanes <= n; j += kLanes) {
-    Vec16 e = NMKIT_LOAD16(s + j) - max;
-    exp16(&e);
-    NMKIT_STORE16(s + j, e);
-    sums += e;
+    for (int t = 0; t < kParts; ++t) {
+      typename V::F e = NMKIT_LOAD(V, s + j + t * W) - max;
+      exp_vec<W>(&e);
+      NMKIT_STORE(V, s + j + t * W, e);
+      sums[t] += e;
+    }
   }
   float lane_sum[kLanes];
-  NMKIT_STORE16(lane_sum, sums);
+  for (int t = 0; t < kParts; ++t) NMKIT_STORE(V, lane_sum + t * W, sums[t]);
   for (int64_t t = j; t < n; ++t) s[t] -= max;
-  exp_inplace_body(s + j, n - j);
+  exp_inplace_body<W>(s + j, n - j);
   for (; j < n; ++j) lane_sum[0] += s[j];
   float sum = 0;
   for (int l = 0; l < kLanes; ++l) sum += lane_sum[l];
@@ -269,7 +297,7 @@ NMKIT_INLINE void softmax_row(float* s, int64_t n) {
   for (j = 0; j < n; ++j) s[j] *= inv;
 }
 
-template <int Q>
+template <int Q, int W>
 NMKIT_INLINE void attend_q(const float* const* q_in, const int64_t* n_pos, const float* Kt, int64_t kt_stride,
                            const float* V, int64_t hd, float scale, float* scores, float* const* out_in) {
   const float* q[Q];
@@ -280,29 +308,30 @@ NMKIT_INLINE void attend_q(const float* const* q_in, const int64_t* n_pos, const
     out[h] = out_in[h];
     n_max = n_pos[h] > n_max ? n_pos[h] : n_max;
   }
-  score_rows<Q>(q, Kt, kt_stride, hd, n_max, scale, scores);
+  score_rows<Q, W>(q, Kt, kt_stride, hd, n_max, scale, scores);
   for (int h = 0; h < Q; ++h) {
     float* row = scores + h * n_max;
-    softmax_row(row, n_pos[h]);
+    softmax_row<W>(row, n_pos[h]);
     for (int64_t j = n_pos[h]; j < n_max; ++j) row[j] = 0.0f;  // masked: adds exact zeros below
   }
-  weighted_rows<Q>(scores, n_max, V, hd, out);
+  weighted_rows<Q, W>(scores, n_max, V, hd, out);
 }
 
+template <int W>
 NMKIT_INLINE void attend_body(const float* const* q, const int64_t* n_pos, int nq, const float* Kt, int64_t kt_stride,
                               const float* V, int64_t head_dim, float scale, float* scores, float* const* out) {
 #define NMKIT_ATTEND_CASE(n) \
-  case n: attend_q<n>(q, n_pos, Kt, kt_stride, V, head_dim, scale, scores, out); break;
+  case n: attend_q<n, W>(q, n_pos, Kt, kt_stride, V, head_dim, scale, scores, out); break;
   switch (nq) {
     NMKIT_ATTEND_CASE(1) NMKIT_ATTEND_CASE(2) NMKIT_ATTEND_CASE(3) NMKIT_ATTEND_CASE(4)
     NMKIT_ATTEND_CASE(5) NMKIT_ATTEND_CASE(6) NMKIT_ATTEND_CASE(7) NMKIT_ATTEND_CASE(8)
     NMKIT_ATTEND_CASE(9) NMKIT_ATTEND_CASE(10) NMKIT_ATTEND_CASE(11)
-    default: attend_q<12>(q, n_pos, Kt, kt_stride, V, head_dim, scale, scores, out); break;
+    default: attend_q<12, W>(q, n_pos, Kt, kt_stride, V, head_dim, scale, scores, out); break;
   }
 #undef NMKIT_ATTEND_CASE
 }
 
-NMKIT_DISPATCH(attend,
+NMKIT_DISPATCH_VECTORS(attend,
                (const float* const* q, const int64_t* n_pos, int nq, const float* Kt, int64_t kt_stride,
                 const float* V, int64_t head_dim, float scale, float* scores, float* const* out),
                (q, n_pos, nq, Kt, kt_stride, V, head_dim, scale, scores, out))
@@ -310,24 +339,26 @@ NMKIT_DISPATCH(attend,
 
 namespace {
 
+template <int W>
 NMKIT_INLINE void swiglu_body(const float* gate, const float* up, int64_t n, float* out) {
-  // 16 values at a time in registers (exp16), the last n % 16 through exp_inplace_body: the same
+  // W values at a time in registers (exp_vec), the last n % W through exp_inplace_body: the same
   // operations either way. (Negate, exp and the product were three passes over a stack buffer.)
+  using V = Vec<W>;
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    const Vec16 g = NMKIT_LOAD16(gate + i);
-    Vec16 e = -g;
-    exp16(&e);
-    NMKIT_STORE16(out + i, g / (1.0f + e) * NMKIT_LOAD16(up + i));
+  for (; i + W <= n; i += W) {
+    const typename V::F g = NMKIT_LOAD(V, gate + i);
+    typename V::F e = -g;
+    exp_vec<W>(&e);
+    NMKIT_STORE(V, out + i, g / (1.0f + e) * NMKIT_LOAD(V, up + i));
   }
-  float e[kLanes];
+  float e[W];
   const int64_t m = n - i;
   for (int64_t t = 0; t < m; ++t) e[t] = -gate[i + t];
-  exp_inplace_body(e, m);
+  exp_inplace_body<W>(e, m);
   for (int64_t t = 0; t < m; ++t) out[i + t] = gate[i + t] / (1.0f + e[t]) * up[i + t];
 }
 
-NMKIT_DISPATCH(swiglu, (const float* gate, const float* up, int64_t n, float* out), (gate, up, n, out))
+NMKIT_DISPATCH_VECTORS(swiglu, (const float* gate, const float* up, int64_t n, float* out), (gate, up, n, out))
 }  // namespace
 
 }  // namespace nmkit::model
