@@ -259,7 +259,7 @@ NMKIT_INLINE void weighted_rows(const float* scores, int64_t n_pos, const float*
   }
 }
 
-// Softmax of one row in place, normalized.
+// Softmax of one row in place, normalized (docs/design.md 11.2: 16 lane sums in lane order).
 template <int W>
 NMKIT_INLINE void softmax_row(float* s, int64_t n) {
   using V = Vec<W>;
