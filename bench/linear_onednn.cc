@@ -6,6 +6,8 @@
 
 #if NMKIT_HAVE_ONEDNN
 #include <dnnl.hpp>
+
+#include "linear/onednn_matmul.h"  // onednn_tier(): the same ISA cap as the library's oneDNN calls
 #endif
 
 namespace nmkit::bench {
@@ -22,7 +24,7 @@ class Impl final : public OneDnnLinear {
  public:
   Impl(const std::string& type, bool plain, int64_t M, int64_t rows, int64_t K, const float* w_f32,
        const int8_t* w_i8, const float* w_scales)
-      : eng_(dnnl::engine::kind::cpu, 0), stream_(eng_), int8_(type == "int8"), rows_(rows) {
+      : eng_((linear::onednn_tier(), dnnl::engine::kind::cpu), 0), stream_(eng_), int8_(type == "int8"), rows_(rows) {
     const dt src_type = type == "f32" ? dt::f32 : type == "bf16" ? dt::bf16 : dt::s8;
     const dt wei_type = type == "f32" ? dt::f32 : type == "bf16" ? dt::bf16 : dt::s8;
     const dnnl::memory::desc src_md({M, K}, src_type, tag::ab);

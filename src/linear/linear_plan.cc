@@ -252,11 +252,11 @@ MatmulType matmul_type(DType dtype, bool bf16_x) {
   return dtype == DType::BF16 && bf16_x ? MatmulType::Bf16 : MatmulType::F32;
 }
 
-// oneDNN dispatches to the best ISA of the machine, so a layer forced to a lower tier (NMKIT_ISA,
-// LinearOptions::tier) keeps nmkit's kernels of that tier.
+// oneDNN runs at one tier per process (onednn_tier(): the detected one, or AVX2 under NMKIT_ISA=avx2),
+// so a layer of another tier (LinearOptions::tier) keeps nmkit's kernels of its tier.
 bool onednn_allowed(const LinearLayer& layer, MatmulType type) {
   const PackedLinear& w = *layer.packed;
-  return layer.onednn && w.tier != IsaTier::Scalar && w.tier == detected_tier() && onednn_runs(type);
+  return layer.onednn && w.tier != IsaTier::Scalar && w.tier == onednn_tier() && onednn_runs(type);
 }
 
 

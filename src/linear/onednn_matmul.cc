@@ -24,7 +24,7 @@ using tag = dnnl::memory::format_tag;
 constexpr int64_t kLayoutTokens = 256;
 
 const dnnl::engine& engine() {
-  static const dnnl::engine cpu(dnnl::engine::kind::cpu, 0);
+  static const dnnl::engine cpu((onednn_tier(), dnnl::engine::kind::cpu), 0);
   return cpu;
 }
 
@@ -86,13 +86,36 @@ Error onednn_error(const char* what, const std::exception& e) {
 
 }  // namespace
 
+IsaTier onednn_tier() {
+  static const IsaTier tier = [] {
+    const auto active = active_tier();
+    if (!active.ok() || *active != IsaTier::Avx2 || detected_tier() == IsaTier::Avx2) return detected_tier();
+    // AVX2 without VNNI: the x86-64-v3 machine nmkit's AVX2 tier is written for.
+    return dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2) == dnnl::status::success ? IsaTier::Avx2 : detected_tier();
+  }();
+  return tier;
+}
+
+// Whether oneDNN's s8 x s8 matmul sums exactly in int32 at the ISA it runs. Without VNNI its int8
+// kernels multiply with vpmaddubsw, whose pairs of u8 x s8 products saturate at int16 (oneDNN's
+// "Nuances of int8 Computations"): under NMKIT_ISA=avx2 (oneDNN capped to AVX2) a layer of the
+// largest codes came out wrong by thousands (LinearInt8.LargestCodesDoNotOverflow, avx2 tier), as it
+// would on any AVX2-only or pre-VNNI AVX-512 machine. AVX-512 VNNI (vpdpbusd) and AMX sum in int32.
+// oneDNN's AVX2 VNNI is left out: no machine here has it to prove it exact.
+bool onednn_int8_exact() {
+  onednn_tier();  // any cap first: asking oneDNN its ISA fixes it
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto vnni = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_vnni);
+  return (isa & vnni) == vnni;
+}
+
 bool onednn_runs(MatmulType type) {
   static const std::array<bool, 3> runs = [] {
     std::array<bool, 3> out{};
     for (MatmulType t : {MatmulType::F32, MatmulType::Bf16, MatmulType::Int8}) {
       try {
         describe(t, 64, 64, 64, 64, dnnl::memory::desc({64, 64}, weight_type(t), tag::any));
-        out[static_cast<size_t>(t)] = true;
+        out[static_cast<size_t>(t)] = t != MatmulType::Int8 || onednn_int8_exact();
       } catch (const std::exception&) {
         out[static_cast<size_t>(t)] = false;  // no implementation on this CPU
       }

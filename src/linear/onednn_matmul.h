@@ -15,14 +15,22 @@
 #include <memory>
 #include <mutex>
 
+#include "nmkit/cpu.h"
 #include "nmkit/status.h"
 
 namespace nmkit::linear {
 
 enum class MatmulType { F32, Bf16, Int8 };
 
+// The ISA tier oneDNN's kernels run at in this process: the detected one, or the lower tier NMKIT_ISA
+// asks for (oneDNN is capped to it before its first kernel, so that a forced tier runs every path,
+// oneDNN's included, as a machine of that tier would; docs/design.md 8.3). Any code that runs oneDNN
+// (the benchmarks' baselines too) calls this before its first oneDNN call. The scalar tier has no
+// oneDNN route and leaves oneDNN uncapped.
+IsaTier onednn_tier();
+
 // Whether this machine's oneDNN runs `type` (created once per type and process: a bf16 matmul needs
-// AVX-512 BF16 or AMX, for example).
+// AVX-512 BF16 or AMX, for example), and for INT8 runs it exactly (int32 sums: AVX-512 VNNI or AMX).
 bool onednn_runs(MatmulType type);
 
 class OnednnMatmul {
