@@ -174,6 +174,7 @@ nlohmann::json to_json(const Record& r) {
           {"weight_gbs", r.weight_gbs}, {"gflops", r.gflops},
           {"speedup_vs_best_dense", r.speedup}, {"byte_ratio_ceiling", r.byte_ratio},
           {"dense", r.dense},           {"checked", true},
+          {"check_passed", r.max_error_ratio <= 1.0},
           {"max_error_ratio", r.max_error_ratio}};
 }
 
@@ -525,9 +526,12 @@ int run_linear_bench(const LinearBenchOptions& options) {
             const double first_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - first).count();
             c.record.max_error_ratio = check_output(p, c.check);
             if (!(c.record.max_error_ratio <= 1.0)) {
-              fmt::print("CHECK FAILED: {} {} {} M={}: error / tolerance = {:.3g}\n", c.record.kernel, set.dtype,
-                         set.pattern, M, c.record.max_error_ratio);
-              all_ok = false;
+              // A wrong baseline is reported and left out of the fastest dense kernel (oneDNN's int8
+              // GEMM without VNNI saturates, docs/design.md 8.4); a wrong nmkit kernel fails the run.
+              const bool own = c.record.kernel.rfind("nmkit ", 0) == 0;
+              fmt::print("CHECK FAILED: {} {} {} M={}: error / tolerance = {:.3g}{}\n", c.record.kernel, set.dtype,
+                         set.pattern, M, c.record.max_error_ratio, own ? "" : " (baseline: not a speedup reference)");
+              if (own) all_ok = false;
             }
             // Slow calls (Eigen at large M) take one sample per round so that the default run stays short.
             c.slow = first_s > 0.25;
@@ -547,7 +551,7 @@ int run_linear_bench(const LinearBenchOptions& options) {
         if (all.empty()) continue;
         std::vector<double> best_dense(kRounds, INFINITY);
         for (const Candidate* c : all) {
-          if (!c->record.dense) continue;
+          if (!c->record.dense || !(c->record.max_error_ratio <= 1.0)) continue;
           for (int i = 0; i < kRounds; ++i) best_dense[i] = std::min(best_dense[i], c->round_ms[i]);
         }
         print_header();
