@@ -38,6 +38,19 @@ constexpr int64_t kUnslidInt8Tokens = 8;
 constexpr int64_t kUnslidNmTokensF32x = 64;
 constexpr int64_t kUnslidNmTokensBf16x = 32;
 
+// A sparse24 INT8 weight (not slid) on a tier without INT8 tiles or row lanes (AVX2, scalar; oneDNN
+// runs INT8 only with VNNI, so not there either) runs its codes packed dense (many_tokens_form: the
+// same integer sums, bit for bit, for one byte per weight more) from this many tokens on rows of at
+// most kDenseInt8ShortK, and from kDenseInt8Tokens on longer ones: its own kernel expands each
+// group of 4 codes once per token. Quiet, 2026-11-25 (`NMKIT_ISA=avx2 nmkit bench linear --shapes
+// smollm2,7b --m 1,2,4,8,16,64,256 --dtype int8 --pattern 2:4 --no-baselines`, sparse24 / dense int8,
+// same kernel tier): K = 576 0.88-1.38x at 2 tokens, 0.86-0.90x at 4, 0.86-0.90x at 8, 0.88-0.95x at
+// 16, 0.79-0.87x at 64-256; K >= 1536 1.21-1.79x at 2, 1.11-1.23x at 4, 0.94-1.10x at 8, 0.89-0.97x
+// at 16, 0.82-0.90x at 64-256.
+constexpr int64_t kDenseInt8ShortRowTokens = 4;
+constexpr int64_t kDenseInt8Tokens = 16;
+constexpr int64_t kDenseInt8ShortK = 1024;
+
 // --- nmkit's own kernels -------------------------------------------------------------------------
 
 // sparse24 f32/bf16 weights run on token lanes from this many tokens (the row-lane kernels shuffle
@@ -278,6 +291,12 @@ LinearPlan plan_for(const LinearLayer& layer, int64_t M) {
     plan.form = FormUsed::RowLanes;
     plan.route = Route::RowLanes;
     return plan;
+  }
+  const int64_t dense_int8_from = w.K <= kDenseInt8ShortK ? kDenseInt8ShortRowTokens : kDenseInt8Tokens;
+  if (w.kind == WeightFormat::Sparse24 && !w.slide && w.dtype == DType::I8 && kernels.sparse24_i8_tile == nullptr &&
+      M >= dense_int8_from) {
+    plan.form = FormUsed::Unslid;
+    plan.kind = WeightFormat::Dense;
   }
   if (w.slide) {
     const bool int8 = w.dtype == DType::I8;

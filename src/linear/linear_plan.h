@@ -31,7 +31,8 @@ struct LinearLayer {
 // Which packed form a call reads.
 enum class FormUsed {
   Own,     // the layer's packed weight
-  Unslid,  // a slid weight's unslid form (cpu::many_tokens_form): dense INT8 codes, or the nm pack
+  Unslid,  // a slid weight's unslid form (cpu::many_tokens_form): dense INT8 codes, or the nm pack;
+           // for a sparse24 INT8 weight its codes packed dense
   RowLanes,  // a sparse24 INT8 or bf16 weight's row-lane form (cpu::row_lanes_form)
 };
 

@@ -18,30 +18,33 @@ T tile_at(const std::vector<T>& tile, int64_t r, int64_t j, int64_t chunk) {
   return tile[static_cast<size_t>(((j / chunk) * kLinearRowBlock + r) * chunk + j % chunk)];
 }
 
-// Folds every row of a slid weight back onto the K columns it was slid from: each non-zero sits in
-// exactly one window, so this is a scatter through the lifting map. T is int8 (codes) or float.
+// The dense rows of a packed sparse weight. A slid weight's rows fold back onto the K columns they
+// were slid from: each non-zero sits in exactly one window, so this is a scatter through the lifting
+// map; an unslid sparse24 weight's columns are its own. T is int8 (codes) or float.
 template <class T>
 Tensor unslide_rows(const PackedLinear& w, DType dtype, int64_t chunk) {
-  const SlideGeometry& geometry = *w.slide;
-  const std::vector<int64_t> source = lift_index_map(geometry);
-  Tensor out = Tensor::zeros(dtype, {w.rows, geometry.K});
+  const int64_t K = w.slide ? w.slide->K : w.K;
+  const int64_t columns = w.slide ? w.slide->K_prime() : w.K;
+  const std::vector<int64_t> source = w.slide ? lift_index_map(*w.slide) : std::vector<int64_t>{};
+  Tensor out = Tensor::zeros(dtype, {w.rows, K});
   std::vector<T> tile(tile_bytes(w) / sizeof(T));
   for (int64_t b = 0; b < w.row_blocks; ++b) {
     decompress_block(w, b, tile.data());
     for (int64_t r = 0; r < kLinearRowBlock && b * kLinearRowBlock + r < w.rows; ++r) {
-      T* to = out.as<T>() + (b * kLinearRowBlock + r) * geometry.K;
-      for (int64_t j = 0; j < geometry.K_prime(); ++j) {
+      T* to = out.as<T>() + (b * kLinearRowBlock + r) * K;
+      for (int64_t j = 0; j < columns; ++j) {
         const T value = tile_at(tile, r, j, chunk);
-        if (value != T{0} && source[static_cast<size_t>(j)] >= 0) to[source[static_cast<size_t>(j)]] = value;
+        const int64_t column = w.slide ? source[static_cast<size_t>(j)] : j;
+        if (value != T{0} && column >= 0) to[column] = value;
       }
     }
   }
   return out;
 }
 
-// INT8: the per-row scales stay (the same values, so the same maximum), and the lifted activations
-// quantize to the same codes as the unlifted ones (every column appears, so the same maximum): the
-// product is the same integer sum, bit for bit (docs/design.md 5-6).
+// INT8 (slid or sparse24): the per-row scales stay (the same values, so the same maximum), and the
+// lifted activations quantize to the same codes as the unlifted ones (every column appears, so the
+// same maximum): the product is the same integer sum, bit for bit (docs/design.md 5-6).
 std::unique_ptr<PackedLinear> unslide_int8(const PackedLinear& w) {
   Tensor codes = unslide_rows<int8_t>(w, DType::I8, kLinearChunkInt8);
   Tensor scales = Tensor::empty(DType::F32, {w.rows});

@@ -24,7 +24,8 @@ Result<std::unique_ptr<PackedLinear>> pack_nm_as_slid(const NMPacked& weight);
 
 // The unslid form of a slid weight, built by the first call that asks (thread-safe): INT8 codes
 // folded back onto K and packed dense (the same integer sums, bit for bit), or the nm pack of an nm
-// weight packed slid. Carries w's tier, bias and bf16-activation choice.
+// weight packed slid. A sparse24 INT8 weight's is its codes packed dense (the plan runs it on tiers
+// without INT8 tiles or row lanes). Carries w's tier, bias and bf16-activation choice.
 const PackedLinear& many_tokens_form(const PackedLinear& w);
 
 // Copies the bias of `from` into `to` (set_bias after the many-tokens form was built).
