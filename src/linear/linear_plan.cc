@@ -90,8 +90,10 @@ constexpr int64_t kSlabTokens = 5;
 
 // Row blocks are decompressed into dense tiles for the dense micro-kernel from this many tokens:
 // bf16 dense (widened once instead of once per 4 tokens), INT8 sparse24 (vpermt2b per token costs
-// as much as a second VNNI) and nm on tiers without slabs. Below it the scalar decompression is not
-// repaid. On AVX-512 nm slabs ran 0.90-0.99x of dense f32 at 64 and 256 tokens where tiles ran
+// as much as a second VNNI), nm on tiers without slabs, and sparse24 bf16 with bf16 activations on
+// tiers without vdpbf16ps (AVX2: its own kernel ran 0.59-0.74x of dense bf16 on tiles at 64-256
+// tokens, tiles 0.97-1.07x; `NMKIT_ISA=avx2 nmkit bench linear --shapes smollm2 --m 64,256 --dtype
+// bf16 --pattern 2:4`, 2026-11-25). Below it the scalar decompression is not repaid. On AVX-512 nm slabs ran 0.90-0.99x of dense f32 at 64 and 256 tokens where tiles ran
 // 0.63-0.92x (quiet), so nm takes no tiles there.
 constexpr int64_t kTileTokens = 64;
 
@@ -334,6 +336,8 @@ LinearPlan plan_for(const LinearLayer& layer, int64_t M) {
                  token_lanes_kernel(kernels, plan.dtype) != nullptr) {
         plan.route = Route::TokenLanes;
         plan.lanes_split_tokens = M >= kLanesSplitTokens && w.streamed_bytes <= kLanesSplitWeightBytes && thread_count() > 1;
+      } else if (bf16_pairs && M >= kTileTokens) {
+        plan.route = Route::Tiles;  // bf16 activations without vdpbf16ps (AVX2): as dense bf16 does
       } else {
         plan.route = Route::Rows;
       }
