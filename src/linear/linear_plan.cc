@@ -219,21 +219,26 @@ constexpr int64_t kMemoryBoundTokens = 16;
 int64_t onednn_from(const PackedLinear& w) {
   const OnednnFrom& t = kOnednnFrom;
   const bool bf16x = w.bf16_x;
+  // bf16 x bf16 where oneDNN has no bf16 GEMM runs the f32 copy (matmul_type), whose thresholds are
+  // those of bf16 weights with f32 activations (under NMKIT_ISA=avx2, dense at 4 tokens: the f32 GEMM
+  // 0.17-0.56x of nmkit's bf16 kernel); sparse24 keeps its own (its kernel: 0.60-0.78x at 16 tokens,
+  // oneDNN 0.83-1.04x).
+  const bool bf16_gemm = bf16x && onednn_runs(MatmulType::Bf16);
   if (w.slide) {
     if (w.dtype == DType::I8) return w.K >= kLongRowK ? t.slid_int8_long_rows : t.slid_int8;
-    return w.dtype == DType::BF16 ? (bf16x ? t.nm_bf16x : t.nm_bf16) : t.nm_f32;  // nm packed slid
+    return w.dtype == DType::BF16 ? (bf16_gemm ? t.nm_bf16x : t.nm_bf16) : t.nm_f32;  // nm packed slid
   }
   switch (w.kind) {
     case WeightFormat::Dense:
       if (w.dtype == DType::I8) return w.K >= kLongRowK ? t.dense_int8_long_rows : t.dense_int8;
-      if (w.dtype == DType::BF16) return bf16x ? t.dense_bf16x : t.dense_bf16;
+      if (w.dtype == DType::BF16) return bf16_gemm ? t.dense_bf16x : t.dense_bf16;
       return bf16x ? t.dense_bf16x : t.dense_f32;
     case WeightFormat::Sparse24:
       if (w.dtype == DType::I8) return t.sparse24_int8;
       if (w.dtype == DType::BF16) return bf16x ? t.sparse24_bf16x : t.sparse24_bf16;
       return w.K >= kLongRowK ? t.sparse24_f32 : t.sparse24_f32_short_rows;
     case WeightFormat::NM:
-      if (w.dtype == DType::BF16) return bf16x ? t.nm_bf16x : t.nm_bf16;
+      if (w.dtype == DType::BF16) return bf16_gemm ? t.nm_bf16x : t.nm_bf16;
       return t.nm_f32;
   }
   return INT64_MAX;
@@ -264,7 +269,10 @@ cpu::LinearFn row_lanes_kernel(const cpu::LinearKernels& k, const PackedLinear& 
 MatmulType matmul_type(DType dtype, bool bf16_x) {
   if (dtype == DType::I8) return MatmulType::Int8;
   // bf16 weights with f32 activations run an f32 copy: oneDNN's bf16 GEMM would round X to bf16.
-  return dtype == DType::BF16 && bf16_x ? MatmulType::Bf16 : MatmulType::F32;
+  // Where oneDNN has no bf16 GEMM (AVX2) bf16 activations run the f32 copy too, on X rounded to bf16:
+  // the products are exact in f32 either way. Under NMKIT_ISA=avx2, 576x576 at 64 tokens: 0.28 ms
+  // against 0.41 on nmkit's bf16 tiles (2026-11-25).
+  return dtype == DType::BF16 && bf16_x && onednn_runs(MatmulType::Bf16) ? MatmulType::Bf16 : MatmulType::F32;
 }
 
 // oneDNN runs at one tier per process (onednn_tier(): the detected one, or AVX2 under NMKIT_ISA=avx2),
