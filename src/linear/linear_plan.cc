@@ -43,8 +43,8 @@ constexpr int64_t kUnslidNmTokensBf16x = 32;
 // same integer sums, bit for bit, for one byte per weight more) from this many tokens on rows of at
 // most kDenseInt8ShortK, and from kDenseInt8Tokens on longer ones: its own kernel expands each
 // group of 4 codes once per token. Quiet, 2026-11-25 (`NMKIT_ISA=avx2 nmkit bench linear --shapes
-// smollm2,7b --m 1,2,4,8,16,64,256 --dtype int8 --pattern 2:4 --no-baselines`, sparse24 / dense int8,
-// same kernel tier): K = 576 0.88-1.38x at 2 tokens, 0.86-0.90x at 4, 0.86-0.90x at 8, 0.88-0.95x at
+// smollm2,7b --m 2,4,8,16 --dtype int8 --pattern 2:4 --no-baselines`, then `--shapes smollm2 --m
+// 1,16,64,256`, sparse24 / dense int8, same kernel tier): K = 576 0.88-1.38x at 2 tokens, 0.86-0.90x at 4, 0.86-0.90x at 8, 0.88-0.95x at
 // 16, 0.79-0.87x at 64-256; K >= 1536 1.21-1.79x at 2, 1.11-1.23x at 4, 0.94-1.10x at 8, 0.89-0.97x
 // at 16, 0.82-0.90x at 64-256.
 constexpr int64_t kDenseInt8ShortRowTokens = 4;
@@ -93,8 +93,9 @@ constexpr int64_t kSlabTokens = 5;
 // as much as a second VNNI), nm on tiers without slabs, and sparse24 bf16 with bf16 activations on
 // tiers without vdpbf16ps (AVX2: its own kernel ran 0.59-0.74x of dense bf16 on tiles at 64-256
 // tokens, tiles 0.97-1.07x; `NMKIT_ISA=avx2 nmkit bench linear --shapes smollm2 --m 64,256 --dtype
-// bf16 --pattern 2:4`, 2026-11-25). Below it the scalar decompression is not repaid. On AVX-512 nm slabs ran 0.90-0.99x of dense f32 at 64 and 256 tokens where tiles ran
-// 0.63-0.92x (quiet), so nm takes no tiles there.
+// bf16 --pattern 2:4`, 2026-11-25). Below it the scalar decompression is not repaid. On AVX-512 nm
+// slabs ran 0.90-0.99x of dense f32 at 64 and 256 tokens where tiles ran 0.63-0.92x (quiet), so nm
+// takes no tiles there.
 constexpr int64_t kTileTokens = 64;
 
 // INT8 sparse24 weights (not slid) run on row lanes (src/cpu/avx512/linear_row_lanes.cc) from
@@ -302,12 +303,6 @@ LinearPlan plan_for(const LinearLayer& layer, int64_t M) {
     plan.route = Route::RowLanes;
     return plan;
   }
-  const int64_t dense_int8_from = w.K <= kDenseInt8ShortK ? kDenseInt8ShortRowTokens : kDenseInt8Tokens;
-  if (w.kind == WeightFormat::Sparse24 && !w.slide && w.dtype == DType::I8 && kernels.sparse24_i8_tile == nullptr &&
-      M >= dense_int8_from) {
-    plan.form = FormUsed::Unslid;
-    plan.kind = WeightFormat::Dense;
-  }
   if (w.slide) {
     const bool int8 = w.dtype == DType::I8;
     const int64_t from = int8 ? kUnslidInt8Tokens : w.bf16_x ? kUnslidNmTokensBf16x : kUnslidNmTokensF32x;
@@ -329,6 +324,13 @@ LinearPlan plan_for(const LinearLayer& layer, int64_t M) {
       plan.kind = w.dtype == DType::I8 ? WeightFormat::Dense : WeightFormat::NM;
     }
     return plan;
+  }
+  // oneDNN does not run this call: a sparse24 INT8 weight without INT8 tiles runs its dense codes.
+  const int64_t dense_int8_from = w.K <= kDenseInt8ShortK ? kDenseInt8ShortRowTokens : kDenseInt8Tokens;
+  if (w.kind == WeightFormat::Sparse24 && !w.slide && w.dtype == DType::I8 && kernels.sparse24_i8_tile == nullptr &&
+      M >= dense_int8_from) {
+    plan.form = FormUsed::Unslid;
+    plan.kind = WeightFormat::Dense;
   }
   const bool bf16_pairs = w.bf16_x && plan.dtype == DType::BF16;
   switch (plan.kind) {

@@ -24,7 +24,7 @@ enum class MatmulType { F32, Bf16, Int8 };
 
 // The ISA tier oneDNN's kernels run at in this process: the detected one, or the lower tier NMKIT_ISA
 // asks for (oneDNN is capped to it before its first kernel, so that a forced tier runs every path,
-// oneDNN's included, as a machine of that tier would; docs/design.md 8.3). Any code that runs oneDNN
+// oneDNN's included, as a machine of that tier would; docs/design.md 8.2). Any code that runs oneDNN
 // (the benchmarks' baselines too) calls this before its first oneDNN call. The scalar tier has no
 // oneDNN route and leaves oneDNN uncapped.
 IsaTier onednn_tier();
