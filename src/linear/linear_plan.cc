@@ -208,6 +208,15 @@ constexpr OnednnFrom kOnednnFrom{
     /*nm_f32=*/4, /*nm_bf16=*/8, /*nm_bf16x=*/4,
     /*slid_int8=*/4, /*slid_int8_long_rows=*/8,
 };
+// The thresholds above are AVX-512's. On the AVX2 tier oneDNN's f32 GEMM (every f32 and bf16 weight
+// there: no bf16 GEMM) starts at this many tokens at the earliest. Under NMKIT_ISA=avx2, 2026-11-25
+// (`nmkit bench linear --shapes smollm2,7b --m 8,16 --dtype f32 --pattern 2:4 --own-kernels
+// --no-baselines`, ms own / oneDNN): at 8 tokens nmkit's kernels ran 0.85-1.08x oneDNN's time on
+// SmolLM2's layers and 0.53-0.94x on 49152x576 and the 7B shapes (dense 49152x576 7.9 / 14.7,
+// 4096x4096 3.75 / 4.90); at 16 oneDNN led on the small layers (576x576 0.119 / 0.087) and nmkit on
+// 49152x576, 4096x4096 and 4096x11008.
+constexpr int64_t kAvx2OnednnF32Tokens = 16;
+
 // Rows of K at or above this count as long: for sparse24 f32 (token lanes lose to oneDNN below it
 // from 8 tokens) and for dense and slid INT8 (nmkit's kernels lead at 4 tokens on it).
 constexpr int64_t kLongRowK = 2048;
@@ -253,7 +262,8 @@ cpu::LinearFn token_lanes_kernel(const cpu::LinearKernels& k, DType dtype) {
 // Whether oneDNN's GEMM runs a call of M tokens: from onednn_from(w) tokens, except where token lanes
 // lead it (sparse24 f32, and bf16 with f32 activations, from kTokenLanesLeadTokens).
 bool onednn_leads(const PackedLinear& w, const cpu::LinearKernels& k, int64_t M) {
-  if (M < onednn_from(w)) return false;
+  const bool avx2_f32_gemm = w.tier == IsaTier::Avx2 && w.dtype != DType::I8;
+  if (M < (avx2_f32_gemm ? std::max(onednn_from(w), kAvx2OnednnF32Tokens) : onednn_from(w))) return false;
   const bool bf16_pairs = w.bf16_x && w.dtype == DType::BF16;  // bf16 x bf16 has its own kernel
   const bool lanes_lead = w.kind == WeightFormat::Sparse24 && !w.slide && !bf16_pairs &&
                           token_lanes_kernel(k, w.dtype) != nullptr && M >= kTokenLanesLeadTokens;
