@@ -226,14 +226,23 @@ constexpr int64_t kLongRowK = 2048;
 // ~9 flops per byte, i.e. M ~ 18.
 constexpr int64_t kMemoryBoundTokens = 16;
 
-int64_t onednn_from(const PackedLinear& w) {
+// Whether a call of bf16 weights runs oneDNN's bf16 GEMM: with bf16 activations where oneDNN has
+// one. bf16 weights with f32 activations run an f32 copy (the bf16 GEMM would round X to bf16), and
+// so do bf16 activations where oneDNN has no bf16 GEMM (AVX2), on X rounded to bf16: the products are
+// exact in f32 either way. Under NMKIT_ISA=avx2, 576x576 at 64 tokens: 0.28 ms against 0.41 on
+// nmkit's bf16 tiles (2026-11-25).
+bool runs_bf16_gemm(DType dtype, bool bf16_x) {
+  return dtype == DType::BF16 && bf16_x && onednn_runs(MatmulType::Bf16);
+}
+
+// The table's threshold for w (AVX-512 measurements).
+int64_t table_onednn_from(const PackedLinear& w) {
   const OnednnFrom& t = kOnednnFrom;
   const bool bf16x = w.bf16_x;
-  // bf16 x bf16 where oneDNN has no bf16 GEMM runs the f32 copy (matmul_type), whose thresholds are
-  // those of bf16 weights with f32 activations (under NMKIT_ISA=avx2, dense at 4 tokens: the f32 GEMM
-  // 0.17-0.56x of nmkit's bf16 kernel); sparse24 keeps its own (its kernel: 0.60-0.78x at 16 tokens,
-  // oneDNN 0.83-1.04x).
-  const bool bf16_gemm = bf16x && onednn_runs(MatmulType::Bf16);
+  // bf16 x bf16 on the f32 copy (runs_bf16_gemm) takes the thresholds of bf16 weights with f32
+  // activations (under NMKIT_ISA=avx2, dense at 4 tokens: the f32 GEMM 0.17-0.56x of nmkit's bf16
+  // kernel); sparse24 keeps its own (its kernel: 0.60-0.78x at 16 tokens, oneDNN 0.83-1.04x).
+  const bool bf16_gemm = runs_bf16_gemm(w.dtype, bf16x);
   if (w.slide) {
     if (w.dtype == DType::I8) return w.K >= kLongRowK ? t.slid_int8_long_rows : t.slid_int8;
     return w.dtype == DType::BF16 ? (bf16_gemm ? t.nm_bf16x : t.nm_bf16) : t.nm_f32;  // nm packed slid
@@ -254,6 +263,13 @@ int64_t onednn_from(const PackedLinear& w) {
   return INT64_MAX;
 }
 
+// From how many tokens oneDNN may run w: the table's threshold, and on the AVX2 tier (f32 GEMM for
+// every non-INT8 weight there) not below kAvx2OnednnF32Tokens.
+int64_t onednn_from(const PackedLinear& w) {
+  const int64_t from = table_onednn_from(w);
+  return w.tier == IsaTier::Avx2 && w.dtype != DType::I8 ? std::max(from, kAvx2OnednnF32Tokens) : from;
+}
+
 // The token-lane kernel of sparse24 weights of `dtype` on a tier (null where the tier has none).
 cpu::LinearFn token_lanes_kernel(const cpu::LinearKernels& k, DType dtype) {
   return dtype == DType::F32 ? k.sparse24_f32_lanes : dtype == DType::BF16 ? k.sparse24_bf16_lanes : nullptr;
@@ -262,8 +278,7 @@ cpu::LinearFn token_lanes_kernel(const cpu::LinearKernels& k, DType dtype) {
 // Whether oneDNN's GEMM runs a call of M tokens: from onednn_from(w) tokens, except where token lanes
 // lead it (sparse24 f32, and bf16 with f32 activations, from kTokenLanesLeadTokens).
 bool onednn_leads(const PackedLinear& w, const cpu::LinearKernels& k, int64_t M) {
-  const bool avx2_f32_gemm = w.tier == IsaTier::Avx2 && w.dtype != DType::I8;
-  if (M < (avx2_f32_gemm ? std::max(onednn_from(w), kAvx2OnednnF32Tokens) : onednn_from(w))) return false;
+  if (M < onednn_from(w)) return false;
   const bool bf16_pairs = w.bf16_x && w.dtype == DType::BF16;  // bf16 x bf16 has its own kernel
   const bool lanes_lead = w.kind == WeightFormat::Sparse24 && !w.slide && !bf16_pairs &&
                           token_lanes_kernel(k, w.dtype) != nullptr && M >= kTokenLanesLeadTokens;
@@ -279,11 +294,7 @@ cpu::LinearFn row_lanes_kernel(const cpu::LinearKernels& k, const PackedLinear& 
 
 MatmulType matmul_type(DType dtype, bool bf16_x) {
   if (dtype == DType::I8) return MatmulType::Int8;
-  // bf16 weights with f32 activations run an f32 copy: oneDNN's bf16 GEMM would round X to bf16.
-  // Where oneDNN has no bf16 GEMM (AVX2) bf16 activations run the f32 copy too, on X rounded to bf16:
-  // the products are exact in f32 either way. Under NMKIT_ISA=avx2, 576x576 at 64 tokens: 0.28 ms
-  // against 0.41 on nmkit's bf16 tiles (2026-11-25).
-  return dtype == DType::BF16 && bf16_x && onednn_runs(MatmulType::Bf16) ? MatmulType::Bf16 : MatmulType::F32;
+  return runs_bf16_gemm(dtype, bf16_x) ? MatmulType::Bf16 : MatmulType::F32;
 }
 
 // oneDNN runs at one tier per process (onednn_tier(): the detected one, or AVX2 under NMKIT_ISA=avx2),
@@ -335,13 +346,6 @@ LinearPlan plan_for(const LinearLayer& layer, int64_t M) {
     }
     return plan;
   }
-  // oneDNN does not run this call: a sparse24 INT8 weight without INT8 tiles runs its dense codes.
-  const int64_t dense_int8_from = w.K <= kDenseInt8ShortK ? kDenseInt8ShortRowTokens : kDenseInt8Tokens;
-  if (w.kind == WeightFormat::Sparse24 && !w.slide && w.dtype == DType::I8 && kernels.sparse24_i8_tile == nullptr &&
-      M >= dense_int8_from) {
-    plan.form = FormUsed::Unslid;
-    plan.kind = WeightFormat::Dense;
-  }
   const bool bf16_pairs = w.bf16_x && plan.dtype == DType::BF16;
   switch (plan.kind) {
     case WeightFormat::Dense:
@@ -349,7 +353,13 @@ LinearPlan plan_for(const LinearLayer& layer, int64_t M) {
       break;
     case WeightFormat::Sparse24:
       if (plan.dtype == DType::I8) {
-        plan.route = !w.slide && M >= kTileTokens && kernels.sparse24_i8_tile != nullptr ? Route::Tiles : Route::Rows;
+        const bool tiles = kernels.sparse24_i8_tile != nullptr;
+        const int64_t dense_from = w.K <= kDenseInt8ShortK ? kDenseInt8ShortRowTokens : kDenseInt8Tokens;
+        plan.route = !w.slide && tiles && M >= kTileTokens ? Route::Tiles : Route::Rows;
+        if (!w.slide && !tiles && M >= dense_from) {  // its codes packed dense (kDenseInt8Tokens)
+          plan.form = FormUsed::Unslid;
+          plan.kind = WeightFormat::Dense;
+        }
       } else if (bf16_pairs && kernels.sparse24_bf16x != nullptr) {
         plan.route = Route::Bf16Pairs;  // vdpbf16ps: twice the products of an f32 FMA per instruction
       } else if (M >= kTokenLaneTokens &&

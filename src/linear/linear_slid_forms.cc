@@ -1,6 +1,7 @@
 #include "linear/linear_slid_forms.h"
 
 #include <cstring>
+#include <numeric>
 #include <vector>
 
 #include "linear/linear_driver.h"
@@ -24,18 +25,18 @@ T tile_at(const std::vector<T>& tile, int64_t r, int64_t j, int64_t chunk) {
 template <class T>
 Tensor unslide_rows(const PackedLinear& w, DType dtype, int64_t chunk) {
   const int64_t K = w.slide ? w.slide->K : w.K;
-  const int64_t columns = w.slide ? w.slide->K_prime() : w.K;
-  const std::vector<int64_t> source = w.slide ? lift_index_map(*w.slide) : std::vector<int64_t>{};
+  // The column of K each stored column holds (-1: none).
+  std::vector<int64_t> source = w.slide ? lift_index_map(*w.slide) : std::vector<int64_t>(static_cast<size_t>(K));
+  if (!w.slide) std::iota(source.begin(), source.end(), int64_t{0});
   Tensor out = Tensor::zeros(dtype, {w.rows, K});
   std::vector<T> tile(tile_bytes(w) / sizeof(T));
   for (int64_t b = 0; b < w.row_blocks; ++b) {
     decompress_block(w, b, tile.data());
     for (int64_t r = 0; r < kLinearRowBlock && b * kLinearRowBlock + r < w.rows; ++r) {
       T* to = out.as<T>() + (b * kLinearRowBlock + r) * K;
-      for (int64_t j = 0; j < columns; ++j) {
+      for (int64_t j = 0; j < static_cast<int64_t>(source.size()); ++j) {
         const T value = tile_at(tile, r, j, chunk);
-        const int64_t column = w.slide ? source[static_cast<size_t>(j)] : j;
-        if (value != T{0} && column >= 0) to[column] = value;
+        if (value != T{0} && source[static_cast<size_t>(j)] >= 0) to[source[static_cast<size_t>(j)]] = value;
       }
     }
   }

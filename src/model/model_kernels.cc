@@ -31,8 +31,8 @@
 namespace nmkit::model {
 namespace {
 
-// Lanes of the blocked reductions: 16 independent partial sums (one ZMM), so the compiler keeps
-// them in a register without reordering any float addition of the written order.
+// Lanes of the blocked reductions: 16 independent partial sums (one ZMM, two YMM, four XMM: the same
+// sums on every tier), kept in registers without reordering any float addition of the written order.
 constexpr int kLanes = 16;
 
 IsaTier model_tier() {

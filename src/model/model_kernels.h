@@ -1,6 +1,6 @@
 // The f32 pieces of the llama forward pass around the linears (docs/design.md 11.2): RMSNorm, rope NORM,
 // causal attention of one query over a KV cache, SwiGLU. Each is compiled for AVX-512, AVX2+FMA and
-// baseline x86-64 (target_clones, chosen once at load), written so that the compiler vectorizes it
+// baseline x86-64 (one clone per tier, run on the linears' tier), on that tier's register width
 // without reordering any float sum it must not reorder.
 #pragma once
 
@@ -14,7 +14,7 @@ void rms_norm_rows(const float* x, const float* weight, int64_t n, int64_t d, fl
 
 // e^x for x <= 88 with a relative error below 2e-7 (Cephes' degree-6 polynomial on
 // [-ln2/2, ln2/2] and an exact 2^n); below -87.3 it returns a value under 1.2e-38 rather than 0.
-// 16 values per vector (libm's expf does not vectorize, nor did this polynomial written as a loop:
+// A vector at a time (libm's expf does not vectorize, nor did this polynomial written as a loop:
 // 49152 values took 113 us on AVX-512 as a loop and 13 us as vectors); a value's result does not
 // depend on its position in x.
 void exp_inplace(float* x, int64_t n);
