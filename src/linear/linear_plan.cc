@@ -44,9 +44,9 @@ constexpr int64_t kUnslidNmTokensBf16x = 32;
 // most kDenseInt8ShortK, and from kDenseInt8Tokens on longer ones: its own kernel expands each
 // group of 4 codes once per token. Quiet, 2026-11-25 (`NMKIT_ISA=avx2 nmkit bench linear --shapes
 // smollm2,7b --m 2,4,8,16 --dtype int8 --pattern 2:4 --no-baselines`, then `--shapes smollm2 --m
-// 1,16,64,256`, sparse24 / dense int8, same kernel tier): K = 576 0.88-1.38x at 2 tokens, 0.86-0.90x at 4, 0.86-0.90x at 8, 0.88-0.95x at
-// 16, 0.79-0.87x at 64-256; K >= 1536 1.21-1.79x at 2, 1.11-1.23x at 4, 0.94-1.10x at 8, 0.89-0.97x
-// at 16, 0.82-0.90x at 64-256.
+// 1,16,64,256`, sparse24 / dense int8, same kernel tier): K = 576 0.88-1.38x at 2 tokens,
+// 0.86-0.90x at 4, 0.86-0.90x at 8, 0.88-0.95x at 16, 0.79-0.87x at 64-256; K >= 1536 1.21-1.79x at
+// 2, 1.11-1.23x at 4, 0.94-1.10x at 8, 0.89-0.97x at 16, 0.82-0.90x at 64-256.
 constexpr int64_t kDenseInt8ShortRowTokens = 4;
 constexpr int64_t kDenseInt8Tokens = 16;
 constexpr int64_t kDenseInt8ShortK = 1024;

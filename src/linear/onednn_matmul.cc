@@ -100,8 +100,9 @@ IsaTier onednn_tier() {
 // kernels multiply with vpmaddubsw, whose pairs of u8 x s8 products saturate at int16 (oneDNN's
 // "Nuances of int8 Computations"): under NMKIT_ISA=avx2 (oneDNN capped to AVX2) seven INT8 tests
 // failed (LinearInt8.DenseBitExact: Y[0,3] -22.86 against -30.92) and SmolLM2's int8 perplexity
-// read 32.83 instead of 30.66, as it would on any AVX2-only or pre-VNNI AVX-512 machine. AVX-512 VNNI (vpdpbusd) and AMX sum in int32.
-// oneDNN's AVX2 VNNI is left out: no machine here has it to prove it exact.
+// read 32.83 instead of 30.66, as it would on any AVX2-only or pre-VNNI AVX-512 machine. AVX-512
+// VNNI (vpdpbusd) and AMX sum in int32. oneDNN's AVX2 VNNI is left out: no machine here has it to
+// prove it exact.
 bool onednn_int8_exact() {
   onednn_tier();  // any cap first: asking oneDNN its ISA fixes it
   const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
