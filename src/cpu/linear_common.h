@@ -29,11 +29,13 @@ inline int64_t row_limit(const LinearCall& call) {
 }
 
 // The row-lane layout (linear/linear_row_lanes.h): bytes per activation (INT8 codes or bf16 bits),
-// windows of kRowLaneWindowBytes of activations in a row of X (64 INT8 or 32 bf16 K each), and the
-// bytes of one 16-row group's records.
+// windows of kRowLaneWindowBytes of activations in a row of X (64 INT8 or 32 bf16 K each) up to the
+// last that holds a column of K, and the bytes of one 16-row group's records. Windows past K would
+// hold only padding: INT8 pads K to 128 (its sparse24 records), so K = 576, SmolLM2's width, is 640
+// in X and 9 windows of real columns, not 10.
 inline int64_t row_lane_value_bytes(const PackedLinear& w) { return w.dtype == DType::I8 ? 1 : 2; }
 inline int64_t row_lane_windows(const PackedLinear& w) {
-  return w.K_x * row_lane_value_bytes(w) / kRowLaneWindowBytes;
+  return (w.K * row_lane_value_bytes(w) + kRowLaneWindowBytes - 1) / kRowLaneWindowBytes;
 }
 inline int64_t row_lane_group_bytes(const PackedLinear& w) {
   return row_lane_windows(w) * kRowLaneRecords * kRowLaneRecordBytes;
