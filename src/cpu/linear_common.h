@@ -22,6 +22,18 @@ inline int64_t nm_record(const PackedLinear& w, int64_t b, int64_t c, int r) {
   return (b * (w.K_x / w.superchunk) + c) * kLinearRowBlock + r;
 }
 
+// The dense INT8 layout (cpu/linear_kernels.h): chunk c of a row block holds kLinearChunkInt8 K of
+// each of its rows, row after row, except a last chunk of kLinearChunkInt8Tail K when K_x is an odd
+// multiple of that; a block is kLinearRowBlock * K_x bytes. Width of chunk c, and where row r of it
+// starts within its block.
+inline int64_t int8_chunk_width(int64_t K_x, int64_t c) {
+  const int64_t left = K_x - c * kLinearChunkInt8;
+  return left < kLinearChunkInt8 ? left : kLinearChunkInt8;
+}
+inline int64_t int8_chunk_offset(int64_t K_x, int64_t c, int64_t r) {
+  return c * kLinearRowBlock * kLinearChunkInt8 + r * int8_chunk_width(K_x, c);
+}
+
 // End of the rows of a call's blocks (the last block may be partial).
 inline int64_t row_limit(const LinearCall& call) {
   const int64_t end = call.block_end * kLinearRowBlock;

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "cpu/linear_common.h"
+
 namespace nmkit::cpu {
 
 namespace {
@@ -199,11 +201,11 @@ Result<std::unique_ptr<PackedLinear>> pack_dense_int8(const Quantized& weight) {
                  " " + shape_str(codes.shape()));
   }
   NMKIT_TRY(check_shape(codes.rows(), codes.cols(), "int8 dense weight"));
-  auto packed = start(WeightFormat::Dense, DType::I8, codes.rows(), codes.cols(), kLinearChunkInt8);
+  // K padded to 64, not 128: the last chunk may be 64 wide (cpu/linear_common.h int8_chunk_offset).
+  auto packed = start(WeightFormat::Dense, DType::I8, codes.rows(), codes.cols(), kLinearChunkInt8Tail);
   NMKIT_TRY(check_int8(packed->K_x, "int8 dense weight"));
-  const int64_t chunks = packed->K_x / kLinearChunkInt8;
-  const size_t count = static_cast<size_t>(packed->row_blocks * chunks * kLinearRowBlock * kLinearChunkInt8);
-  packed->values = AlignedBytes::zeros(count);
+  const int64_t block_bytes = kLinearRowBlock * packed->K_x;
+  packed->values = AlignedBytes::zeros(static_cast<size_t>(packed->row_blocks * block_bytes));
   auto* dst = packed->values.as<int8_t>();
   const auto* src = codes.as<int8_t>();
   std::vector<int32_t> sums(static_cast<size_t>(packed->rows), 0);
@@ -211,7 +213,7 @@ Result<std::unique_ptr<PackedLinear>> pack_dense_int8(const Quantized& weight) {
     const int64_t b = row / kLinearRowBlock, r = row % kLinearRowBlock;
     for (int64_t k = 0; k < packed->K; ++k) {
       const int64_t c = k / kLinearChunkInt8;
-      dst[((b * chunks + c) * kLinearRowBlock + r) * kLinearChunkInt8 + k % kLinearChunkInt8] = src[row * packed->K + k];
+      dst[b * block_bytes + int8_chunk_offset(packed->K_x, c, r) + k % kLinearChunkInt8] = src[row * packed->K + k];
       sums[static_cast<size_t>(row)] += src[row * packed->K + k];
     }
   }

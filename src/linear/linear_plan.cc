@@ -452,7 +452,7 @@ size_t plan_bytes(const PackedLinear& w, const LinearPlan& plan) {
   // The unslid forms as linear_pack.cc lays them out (built or not).
   const auto padded_rows = static_cast<size_t>(w.row_blocks * cpu::kLinearRowBlock);
   if (w.dtype == DType::I8) {
-    return padded_rows * static_cast<size_t>(round_up(w.K, cpu::kLinearChunkInt8)) + 2 * rows * 4;
+    return padded_rows * static_cast<size_t>(round_up(w.K, cpu::kLinearChunkInt8Tail)) + 2 * rows * 4;
   }
   const Pattern p = w.pattern;
   const int64_t superchunk = std::lcm<int64_t>(p.group, cpu::kLinearChunk);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cpu/kernel_table.h"
+#include "cpu/linear_common.h"
 #include "linear/linear_driver.h"
 #include "linear/linear_pack.h"
 #include "linear/linear_plan.h"
@@ -392,7 +393,8 @@ Result<std::unique_ptr<linear::OnednnMatmul>> build_matmul(const PackedLinear& s
         const int64_t row = b * cpu::kLinearRowBlock + r;
         for (int64_t c = 0; c * chunk < K; ++c) {
           const int64_t n = std::min(chunk, K - c * chunk);
-          const size_t from = static_cast<size_t>((c * cpu::kLinearRowBlock + r) * chunk);
+          const size_t from = static_cast<size_t>(int8 ? cpu::int8_chunk_offset(source.K_x, c, r)
+                                                      : (c * cpu::kLinearRowBlock + r) * chunk);
           std::byte* to = dense.data() + static_cast<size_t>(row * K + c * chunk) * size;
           if (int8) {
             std::memcpy(to, tile.data() + from, static_cast<size_t>(n));

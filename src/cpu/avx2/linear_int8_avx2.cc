@@ -34,24 +34,27 @@ inline void store_block(const LinearCall& call, int64_t m0, int64_t b, __m256i (
   }
 }
 
+// Dense rows (or an INT8 tile) in chunks of 128 K, the last one 64 wide when K_x is an odd multiple
+// of 64 (cpu/linear_common.h int8_chunk_offset).
 template <int Mc>
 void dense_block(const LinearCall& call, int64_t b, int64_t m0) {
   const PackedLinear& w = *call.w;
-  const int64_t chunks = w.K_x / kLinearChunkInt8;
+  const int64_t chunks = (w.K_x + kLinearChunkInt8 - 1) / kLinearChunkInt8;
   const int8_t* block = call.tile ? static_cast<const int8_t*>(call.tile)
-                                  : w.values.as<int8_t>() + b * chunks * kLinearRowBlock * kLinearChunkInt8;
+                                  : w.values.as<int8_t>() + b * kLinearRowBlock * w.K_x;
   const int8_t* x = static_cast<const int8_t*>(call.x) + m0 * w.K_x;
   __m256i acc[Mc][kLinearRowBlock];
   for (auto& row : acc) for (auto& a : row) a = _mm256_setzero_si256();
   for (int64_t c = 0; c < chunks; ++c) {
-    const int8_t* rec = block + c * kLinearRowBlock * kLinearChunkInt8;
-    for (int q = 0; q < kLinearChunkInt8; q += 32) {
+    const int64_t width = int8_chunk_width(w.K_x, c);
+    for (int q = 0; q < width; q += 32) {
       __m256i xs[Mc];
       for (int m = 0; m < Mc; ++m) {
         xs[m] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + m * w.K_x + c * kLinearChunkInt8 + q));
       }
       for (int r = 0; r < kLinearRowBlock; ++r) {
-        const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + r * kLinearChunkInt8 + q));
+        const __m256i wv =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + int8_chunk_offset(w.K_x, c, r) + q));
         const __m256i wa = _mm256_abs_epi8(wv);
         for (int m = 0; m < Mc; ++m) acc[m][r] = _mm256_add_epi32(acc[m][r], dot32(wa, wv, xs[m]));
       }

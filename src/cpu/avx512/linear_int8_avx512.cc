@@ -50,12 +50,14 @@ inline void store_block(const LinearCall& call, int64_t m0, int64_t b, __m512i (
   }
 }
 
+// Dense rows (or an INT8 tile) in chunks of 128 K, the last one 64 wide when K_x is an odd multiple
+// of 64 (cpu/linear_common.h int8_chunk_offset).
 template <int Mc>
 void dense_block(const LinearCall& call, int64_t b, int64_t m0) {
   const PackedLinear& w = *call.w;
   const int64_t chunks = w.K_x / kLinearChunkInt8;
   const int8_t* block = call.tile ? static_cast<const int8_t*>(call.tile)
-                                  : w.values.as<int8_t>() + b * chunks * kLinearRowBlock * kLinearChunkInt8;
+                                  : w.values.as<int8_t>() + b * kLinearRowBlock * w.K_x;
   const int8_t* x = static_cast<const int8_t*>(call.x) + m0 * w.K_x;
   const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
   __m512i acc[Mc][kLinearRowBlock];
@@ -74,6 +76,15 @@ void dense_block(const LinearCall& call, int64_t b, int64_t m0) {
         acc[m][r] = _mm512_dpbusd_epi32(acc[m][r], xa[m], wa);
         acc[m][r] = _mm512_dpbusd_epi32(acc[m][r], xb[m], wb);
       }
+    }
+  }
+  if (w.K_x % kLinearChunkInt8 != 0) {  // the 64-wide last chunk
+    const int64_t c = chunks;
+    __m512i xa[Mc];
+    for (int m = 0; m < Mc; ++m) xa[m] = _mm512_xor_si512(_mm512_loadu_si512(x + m * w.K_x + c * kLinearChunkInt8), sign);
+    for (int r = 0; r < kLinearRowBlock; ++r) {
+      const __m512i wa = _mm512_loadu_si512(block + int8_chunk_offset(w.K_x, c, r));
+      for (int m = 0; m < Mc; ++m) acc[m][r] = _mm512_dpbusd_epi32(acc[m][r], xa[m], wa);
     }
   }
   store_block<Mc>(call, m0, b, acc);

@@ -105,10 +105,11 @@ void nm(const LinearCall& call) {
   }
 }
 
-// INT8: exact int32 sums, so the order is free.
+// INT8: exact int32 sums, so the order is free. Chunks of 128 K, the last one 64 wide when K_x is an
+// odd multiple of 64 (cpu/linear_common.h int8_chunk_offset).
 void dense_i8(const LinearCall& call) {
   const PackedLinear& w = *call.w;
-  const int64_t chunks = w.K_x / kLinearChunkInt8;
+  const int64_t chunks = (w.K_x + kLinearChunkInt8 - 1) / kLinearChunkInt8;
   const auto* values = w.values.as<int8_t>();
   const auto* x = static_cast<const int8_t*>(call.x);
   for (int64_t b = call.block_begin; b < call.block_end; ++b) {
@@ -118,11 +119,10 @@ void dense_i8(const LinearCall& call) {
       for (int64_t m = 0; m < call.M; ++m) {
         int32_t acc = 0;
         for (int64_t c = 0; c < chunks; ++c) {
-          const int8_t* block = call.tile ? static_cast<const int8_t*>(call.tile)
-                                          : values + b * chunks * kLinearRowBlock * kLinearChunkInt8;
-          const int8_t* wr = block + (c * kLinearRowBlock + r) * kLinearChunkInt8;
+          const int8_t* block = call.tile ? static_cast<const int8_t*>(call.tile) : values + b * kLinearRowBlock * w.K_x;
+          const int8_t* wr = block + int8_chunk_offset(w.K_x, c, r);
           const int8_t* xc = x + m * w.K_x + c * kLinearChunkInt8;
-          for (int j = 0; j < kLinearChunkInt8; ++j) acc += int32_t{wr[j]} * int32_t{xc[j]};
+          for (int64_t j = 0; j < int8_chunk_width(w.K_x, c); ++j) acc += int32_t{wr[j]} * int32_t{xc[j]};
         }
         store_output(call, m, row, int8_output(call, m, row, acc));
       }
