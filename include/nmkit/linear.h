@@ -42,9 +42,10 @@
 //     slots and mask bits of the superchunk as in the nm format (groups past the weight are empty),
 //     plus a slack of zeros after the values so a kernel may load a full vector at the last value.
 //   int8 (dense, sparse24, slid): as the f32 layouts with int8 values and K chunks of 128 (sparse24:
-//     64 values and 16 bytes of meta, i.e. four 32-bit words, per row and chunk; dense: K_x = K
-//     rounded up to 64 and, when that is an odd multiple of 64, a last chunk of (4, 64), so a row of
-//     576 streams 576 bytes), plus per-row
+//     64 values and 16 bytes of meta, i.e. four 32-bit words, per row and chunk), except that K_x is
+//     K rounded up to 64 and, when that is an odd multiple of 64, a row block ends with a chunk of
+//     64 K ((4, 64) dense codes; sparse24 (4, 32) values and (4, 2) meta words), so a row of 576
+//     streams 576 bytes dense and 360 as sparse24, not 640 and 400; plus per-row
 //     scales and per-row sums of the int8 values (for the unsigned-activation form of VNNI). A slid
 //     weight is the sparse24 int8 layout over K_prime; X is lifted to K_prime while quantized.
 //   Forms built from these by the first call that runs them: oneDNN's dense copy, a slid weight's

@@ -22,16 +22,24 @@ inline int64_t nm_record(const PackedLinear& w, int64_t b, int64_t c, int r) {
   return (b * (w.K_x / w.superchunk) + c) * kLinearRowBlock + r;
 }
 
-// The dense INT8 layout (cpu/linear_kernels.h): chunk c of a row block holds kLinearChunkInt8 K of
-// each of its rows, row after row, except a last chunk of kLinearChunkInt8Tail K when K_x is an odd
-// multiple of that; a block is kLinearRowBlock * K_x bytes. Width of chunk c, and where row r of it
-// starts within its block.
+// The INT8 layouts (cpu/linear_kernels.h): chunk c of a row block holds kLinearChunkInt8 K of each
+// of its rows, row after row, except a last chunk of kLinearChunkInt8Tail K when K_x is an odd
+// multiple of that; a dense block is kLinearRowBlock * K_x bytes. Width of chunk c, where row r of
+// it starts within its block, and the number of chunks.
 inline int64_t int8_chunk_width(int64_t K_x, int64_t c) {
   const int64_t left = K_x - c * kLinearChunkInt8;
   return left < kLinearChunkInt8 ? left : kLinearChunkInt8;
 }
 inline int64_t int8_chunk_offset(int64_t K_x, int64_t c, int64_t r) {
   return c * kLinearRowBlock * kLinearChunkInt8 + r * int8_chunk_width(K_x, c);
+}
+inline int64_t int8_chunks(int64_t K_x) { return (K_x + kLinearChunkInt8 - 1) / kLinearChunkInt8; }
+
+// sparse24 INT8 records follow the same chunks: a record keeps half of its chunk's K as values and
+// a quarter of a byte per K as meta (a 2-bit field per value), so row r of chunk c of block b has
+// its values at sparse24_int8_k(w, b, c, r) / 2 and its meta at that / 8 bytes.
+inline int64_t sparse24_int8_k(const PackedLinear& w, int64_t b, int64_t c, int64_t r) {
+  return b * kLinearRowBlock * w.K_x + int8_chunk_offset(w.K_x, c, r);
 }
 
 // End of the rows of a call's blocks (the last block may be partial).
@@ -42,9 +50,9 @@ inline int64_t row_limit(const LinearCall& call) {
 
 // The row-lane layout (linear/linear_row_lanes.h): bytes per activation (INT8 codes or bf16 bits),
 // windows of kRowLaneWindowBytes of activations in a row of X (64 INT8 or 32 bf16 K each) up to the
-// last that holds a column of K, and the bytes of one 16-row group's records. Windows past K would
-// hold only padding: INT8 pads K to 128 (its sparse24 records), so K = 576, SmolLM2's width, is 640
-// in X and 9 windows of real columns, not 10.
+// last that holds a column of K, and the bytes of one 16-row group's records. A window past K would
+// hold only padding (bf16 pads K to 64, two windows; when INT8 padded K to 128, SmolLM2's K = 576
+// ran a tenth window of zeros).
 inline int64_t row_lane_value_bytes(const PackedLinear& w) { return w.dtype == DType::I8 ? 1 : 2; }
 inline int64_t row_lane_windows(const PackedLinear& w) {
   return (w.K * row_lane_value_bytes(w) + kRowLaneWindowBytes - 1) / kRowLaneWindowBytes;

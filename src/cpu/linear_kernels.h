@@ -24,10 +24,10 @@ namespace nmkit::cpu {
 inline constexpr int kLinearRowBlock = 4;
 // K chunk of the f32/bf16 layouts: 16 kept values of 2:4 fill one ZMM of f32.
 inline constexpr int kLinearChunk = 32;
-// K chunk of the int8 layouts: 64 kept int8 values of 2:4 fill one ZMM. A dense INT8 weight pads K
-// only to kLinearChunkInt8Tail, and its last chunk (of a row block, and of an INT8 tile) is that wide
-// when K_x is an odd multiple of it (int8_chunk_width): SmolLM2's K = 576 streams 576 bytes a row,
-// not 640. sparse24 INT8 records stay 128 wide (their K_x is a multiple of 128).
+// K chunk of the int8 layouts: 64 kept int8 values of 2:4 fill one ZMM. INT8 weights pad K only to
+// kLinearChunkInt8Tail, and the last chunk of a row block (dense, sparse24, and an INT8 tile) is that
+// wide when K_x is an odd multiple of it (cpu/linear_common.h int8_chunk_width): SmolLM2's K = 576
+// streams 576 bytes a row dense and 360 as sparse24, not 640 and 400.
 inline constexpr int kLinearChunkInt8 = 128;
 inline constexpr int kLinearChunkInt8Tail = 64;
 // Tokens per ZMM lane group of the token-lane kernels (16 f32 lanes).

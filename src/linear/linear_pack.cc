@@ -228,16 +228,18 @@ Result<std::unique_ptr<PackedLinear>> pack_sparse24_int8(const QuantizedSparse24
     return Error("int8 sparse24 weight: expected I8 values, got " + std::string(dtype_name(w.dtype())));
   }
   NMKIT_TRY(check_shape(w.rows(), w.K, "int8 sparse24 weight"));
-  auto packed = start(WeightFormat::Sparse24, DType::I8, w.rows(), w.K, kLinearChunkInt8);
+  // K padded to 64: the last record of a row block may cover 64 K (cpu/linear_common.h
+  // sparse24_int8_k).
+  auto packed = start(WeightFormat::Sparse24, DType::I8, w.rows(), w.K, kLinearChunkInt8Tail);
   NMKIT_TRY(check_int8(packed->K_x, "int8 sparse24 weight"));
-  const int64_t chunks = packed->K_x / kLinearChunkInt8;
   const int64_t groups = w.K_pad() / 4;
-  // Per row and chunk: 64 values, then (in the meta array) four 32-bit words of 8 groups each.
-  const int64_t records = packed->row_blocks * chunks * kLinearRowBlock;
-  packed->values = AlignedBytes::zeros(static_cast<size_t>(records) * 64);
-  packed->meta = AlignedBytes::zeros(static_cast<size_t>(records) * 16);
+  // Per row and chunk of 128 K: 64 values, then (in the meta array) four 32-bit words of 8 groups
+  // each; a chunk of 64 K half of that.
+  const int64_t padded_k = packed->row_blocks * kLinearRowBlock * packed->K_x;
+  packed->values = AlignedBytes::zeros(static_cast<size_t>(padded_k / 2));
+  packed->meta = AlignedBytes::zeros(static_cast<size_t>(padded_k / 8));
   auto* words = packed->meta.as<uint32_t>();
-  for (int64_t i = 0; i < records * 4; ++i) words[i] = 0x44444444u;  // padding groups: (0, 1), zero values
+  for (int64_t i = 0; i < padded_k / 32; ++i) words[i] = 0x44444444u;  // padding groups: (0, 1), zero values
   auto* dst = packed->values.as<int8_t>();
   const auto* meta = w.meta.as<uint8_t>();
   const auto* src = w.values.as<int8_t>();
@@ -247,13 +249,13 @@ Result<std::unique_ptr<PackedLinear>> pack_sparse24_int8(const QuantizedSparse24
     const int64_t b = row / kLinearRowBlock, r = row % kLinearRowBlock;
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t c = g / 32, slot = g % 32;
-      const int64_t record = (b * chunks + c) * kLinearRowBlock + r;
+      const int64_t k = sparse24_int8_k(*packed, b, c, r);
       const uint32_t nibble = (meta[row * w.meta_stride() + g / 2] >> (4 * (g & 1))) & 0xFu;
-      uint32_t& word = words[record * 4 + slot / 8];
+      uint32_t& word = words[k / 32 + slot / 8];
       word = (word & ~(0xFu << (4 * (slot % 8)))) | (nibble << (4 * (slot % 8)));
       for (int h = 0; h < 2; ++h) {
         const int8_t v = src[row * value_stride + 2 * g + h];
-        dst[record * 64 + 2 * slot + h] = v;
+        dst[k / 2 + 2 * slot + h] = v;
         sums[static_cast<size_t>(row)] += v;
       }
     }

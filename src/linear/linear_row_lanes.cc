@@ -25,7 +25,7 @@ AlignedBytes copy_of(const AlignedBytes& from) {
 
 // The K position of kept value j of a packed sparse24 record (linear_pack.cc): per row and chunk,
 // value j of group j / 2 at the position in 2-bit field j % 16 of meta word j / 16 (f32/bf16 chunks
-// of 32 have one word; INT8 chunks of 128 four).
+// of 32 have one word; INT8 chunks of 128 four, of 64 two).
 int64_t kept_position(const uint32_t* words, int64_t chunk_start, int j) {
   return chunk_start + 32 * (j / 16) + sparse24_position(words[j / 16], j % 16);
 }
@@ -53,9 +53,8 @@ std::unique_ptr<PackedLinear> pack_row_lanes(const PackedLinear& w) {
   form->row_sum = copy_of(w.row_sum);
   copy_bias(w, *form);
   const int64_t size = row_lane_value_bytes(w);
-  const int64_t chunk = int8 ? kLinearChunkInt8 : kLinearChunk, kept = chunk / 2;
-  const int64_t words_per_record = int8 ? 4 : 1;
-  const int64_t chunks = w.K_x / chunk, window = kRowLaneWindowBytes / size;
+  const int64_t chunk = int8 ? kLinearChunkInt8 : kLinearChunk;
+  const int64_t chunks = int8 ? int8_chunks(w.K_x) : w.K_x / chunk, window = kRowLaneWindowBytes / size;
   const int64_t windows = row_lane_windows(w);
   // Per record, each row's 4 bytes: 4 INT8 codes (2 groups) or 2 bf16 values (1 group).
   const int64_t per_lane = 4 / size, groups_per_record = per_lane / 2;
@@ -66,12 +65,16 @@ std::unique_ptr<PackedLinear> pack_row_lanes(const PackedLinear& w) {
     const int64_t g = row / kRowLaneRows, lane = row % kRowLaneRows;
     const int64_t b = row / kLinearRowBlock, r = row % kLinearRowBlock;
     for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t source = (b * chunks + c) * kLinearRowBlock + r;
+      // The record's first value and meta word, and its kept values (INT8: cpu/linear_common.h
+      // sparse24_int8_k, 64 or, in a last chunk of 64 K, 32; f32/bf16 16 in one word).
+      const int64_t k0 = int8 ? sparse24_int8_k(w, b, c, r) : ((b * chunks + c) * kLinearRowBlock + r) * chunk;
+      const int64_t first_value = k0 / 2, first_word = int8 ? k0 / 32 : k0 / chunk;
+      const int64_t kept = (int8 ? int8_chunk_width(w.K_x, c) : chunk) / 2;
       for (int j = 0; j < kept; ++j) {
-        const int64_t k = kept_position(meta + source * words_per_record, c * chunk, j);
+        const int64_t k = kept_position(meta + first_word, c * chunk, j);
+        const uint8_t* value = source_values + (first_value + j) * size;
         if (k >= windows * window) {  // a padding group past K: its values are zero
-          NMKIT_ASSERT(std::all_of(source_values + (source * kept + j) * size,
-                                   source_values + (source * kept + j + 1) * size, [](uint8_t v) { return v == 0; }));
+          NMKIT_ASSERT(std::all_of(value, value + size, [](uint8_t v) { return v == 0; }));
           continue;
         }
         const int64_t group = (k % window) / 4;  // within the window
@@ -80,7 +83,7 @@ std::unique_ptr<PackedLinear> pack_row_lanes(const PackedLinear& w) {
         const int64_t slot = per_lane * lane + 2 * (group % groups_per_record) + j % 2;  // element of the record
         const auto position = static_cast<uint16_t>(k % window);  // a byte (INT8) or a word (bf16)
         std::memcpy(record + slot * size, &position, static_cast<size_t>(size));  // little-endian
-        std::memcpy(record + 64 + slot * size, source_values + (source * kept + j) * size, static_cast<size_t>(size));
+        std::memcpy(record + 64 + slot * size, value, static_cast<size_t>(size));
       }
     }
   }

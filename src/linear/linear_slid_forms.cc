@@ -2,8 +2,10 @@
 
 #include <cstring>
 #include <numeric>
+#include <type_traits>
 #include <vector>
 
+#include "cpu/linear_common.h"
 #include "linear/linear_driver.h"
 #include "linear/linear_pack.h"
 #include "nmkit/quant.h"
@@ -13,17 +15,22 @@
 namespace nmkit::cpu {
 namespace {
 
-// Row r of row block b's dense tile (decompress_block) at column j: chunks of 4 rows x `chunk`.
+// Row r of a row block's dense tile (decompress_block) at column j: chunks of 4 rows x 32 floats, or
+// the INT8 chunks of 128 K, the last of 64 where K_x is an odd multiple of 64 (cpu/linear_common.h).
 template <class T>
-T tile_at(const std::vector<T>& tile, int64_t r, int64_t j, int64_t chunk) {
-  return tile[static_cast<size_t>(((j / chunk) * kLinearRowBlock + r) * chunk + j % chunk)];
+T tile_at(const PackedLinear& w, const std::vector<T>& tile, int64_t r, int64_t j) {
+  if constexpr (std::is_same_v<T, int8_t>) {
+    return tile[static_cast<size_t>(int8_chunk_offset(w.K_x, j / kLinearChunkInt8, r) + j % kLinearChunkInt8)];
+  } else {
+    return tile[static_cast<size_t>(((j / kLinearChunk) * kLinearRowBlock + r) * kLinearChunk + j % kLinearChunk)];
+  }
 }
 
 // The dense rows of a packed sparse weight. A slid weight's rows fold back onto the K columns they
 // were slid from: each non-zero sits in exactly one window, so this is a scatter through the lifting
 // map; an unslid sparse24 weight's columns are its own. T is int8 (codes) or float.
 template <class T>
-Tensor unslide_rows(const PackedLinear& w, DType dtype, int64_t chunk) {
+Tensor unslide_rows(const PackedLinear& w, DType dtype) {
   const int64_t K = w.slide ? w.slide->K : w.K;
   // The column of K each stored column holds (-1: none).
   std::vector<int64_t> source = w.slide ? lift_index_map(*w.slide) : std::vector<int64_t>(static_cast<size_t>(K));
@@ -35,7 +42,7 @@ Tensor unslide_rows(const PackedLinear& w, DType dtype, int64_t chunk) {
     for (int64_t r = 0; r < kLinearRowBlock && b * kLinearRowBlock + r < w.rows; ++r) {
       T* to = out.as<T>() + (b * kLinearRowBlock + r) * K;
       for (int64_t j = 0; j < static_cast<int64_t>(source.size()); ++j) {
-        const T value = tile_at(tile, r, j, chunk);
+        const T value = tile_at(w, tile, r, j);
         if (value != T{0} && source[static_cast<size_t>(j)] >= 0) to[source[static_cast<size_t>(j)]] = value;
       }
     }
@@ -47,7 +54,7 @@ Tensor unslide_rows(const PackedLinear& w, DType dtype, int64_t chunk) {
 // lifted activations quantize to the same codes as the unlifted ones (every column appears, so the
 // same maximum): the product is the same integer sum, bit for bit (docs/design.md 5-6).
 std::unique_ptr<PackedLinear> unslide_int8(const PackedLinear& w) {
-  Tensor codes = unslide_rows<int8_t>(w, DType::I8, kLinearChunkInt8);
+  Tensor codes = unslide_rows<int8_t>(w, DType::I8);
   Tensor scales = Tensor::empty(DType::F32, {w.rows});
   std::memcpy(scales.as<float>(), w.row_scale.as<float>(), static_cast<size_t>(w.rows) * 4);
   auto packed = pack_dense_int8(Quantized{QuantType::Int8, std::move(codes), std::move(scales)});
@@ -57,7 +64,7 @@ std::unique_ptr<PackedLinear> unslide_int8(const PackedLinear& w) {
 
 // f32/bf16: the unslid weight (exact: bf16 values widen to f32 and narrow back unchanged) packed nm.
 std::unique_ptr<PackedLinear> unslide_nm(const PackedLinear& w) {
-  Tensor dense = unslide_rows<float>(w, DType::F32, kLinearChunk);
+  Tensor dense = unslide_rows<float>(w, DType::F32);
   if (w.dtype == DType::BF16) dense = Tensor::from_f32(dense.to_f32(), {w.rows, w.K}, DType::BF16);
   auto nm = compress_nm(dense.view(), w.pattern, "nm weight");
   NMKIT_ASSERT(nm.ok());  // it complied before it was slid

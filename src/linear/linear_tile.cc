@@ -34,16 +34,15 @@ void decompress_block(const PackedLinear& w, int64_t b, void* tile) {
   const std::byte* values = w.values.data.get();
   if (w.dtype == DType::I8) {
     NMKIT_ASSERT(w.kind == WeightFormat::Sparse24);
-    const int64_t chunks = w.K_x / kLinearChunkInt8;
     auto* out = static_cast<int8_t*>(tile);
     const auto* v = w.values.as<int8_t>();
     const auto* meta = w.meta.as<uint32_t>();
-    for (int64_t c = 0; c < chunks; ++c) {
+    for (int64_t c = 0; c < int8_chunks(w.K_x); ++c) {
       for (int r = 0; r < kLinearRowBlock; ++r) {
-        const int64_t record = (b * chunks + c) * kLinearRowBlock + r;
-        int8_t* dst = out + (c * kLinearRowBlock + r) * kLinearChunkInt8;
-        for (int j = 0; j < 64; ++j) {
-          dst[32 * (j / 16) + sparse24_position(meta[record * 4 + j / 16], j % 16)] = v[record * 64 + j];
+        const int64_t k = sparse24_int8_k(w, b, c, r);
+        int8_t* dst = out + int8_chunk_offset(w.K_x, c, r);
+        for (int j = 0; j < int8_chunk_width(w.K_x, c) / 2; ++j) {
+          dst[32 * (j / 16) + sparse24_position(meta[k / 32 + j / 16], j % 16)] = v[k / 2 + j];
         }
       }
     }

@@ -15,6 +15,10 @@
 #include "nmkit/linear.h"
 #include "nmkit/quant.h"
 #include "nmkit/slide.h"
+#include "src/cpu/kernel_table.h"
+#include "src/cpu/linear_common.h"
+#include "src/linear/linear_driver.h"
+#include "src/linear/linear_pack.h"
 #include "src/ref/linear_ref.h"
 #include "src/ref/quant_ref.h"
 #include "tests/util/random.h"
@@ -320,6 +324,54 @@ TEST(LinearInt8, Errors) {
   std::vector<float> x(16, 1.0f), y(3);
   x[5] = std::numeric_limits<float>::infinity();
   EXPECT_FALSE(layer->apply(x.data(), 1, y.data()).ok());  // the quantizer rejects infinities
+}
+
+// The INT8 tile of a sparse24 weight (the dense INT8 layout, cpu/linear_common.h int8_chunk_offset),
+// from the tier's kernel and from the portable decompression, equals the weight's codes: K = 4, 36
+// and 4097 end with a 64-K record and a 64-wide tile chunk, 100 and 200 with 128-K ones. The plan
+// reaches the tier's tile kernel only on a tier without row lanes, so it is called directly.
+TEST(LinearInt8, Sparse24TileHoldsTheCodes) {
+  if (!tier_available()) GTEST_SKIP() << "tier not supported here";
+  const cpu::TileI8Fn tile_kernel = cpu::kernels_for(*active_tier()).linear.sparse24_i8_tile;
+  uint64_t seed = 7100;
+  for (const int64_t rows : {1, 7}) {
+    for (const int64_t K : {4, 36, 100, 200, 4097}) {
+      ++seed;
+      SCOPED_TRACE("K=" + std::to_string(K) + " rows=" + std::to_string(rows) + " " + seed_trace(seed));
+      const Tensor w = pruned_weight(rows, K, {2, 4}, seed);
+      auto sparse = compress_sparse24(w.view(), "w");
+      ASSERT_TRUE(sparse.ok()) << sparse.error().message();
+      auto quantized = quantize_weights(*sparse, QuantType::Int8, "w");
+      ASSERT_TRUE(quantized.ok()) << quantized.error().message();
+      auto packed = cpu::pack_sparse24_int8(*quantized);
+      ASSERT_TRUE(packed.ok()) << packed.error().message();
+      const cpu::PackedLinear& pl = **packed;
+      ASSERT_EQ(pl.K_x, (K + 63) / 64 * 64);
+      const Quantized codes = ref_quantize(w.view(), QuantType::Int8);
+      std::vector<int8_t> portable(cpu::tile_bytes(pl)), fast(portable.size());
+      int64_t nonzero = 0;
+      for (int64_t b = 0; b < pl.row_blocks; ++b) {
+        std::fill(portable.begin(), portable.end(), int8_t{99});
+        cpu::decompress_block(pl, b, portable.data());
+        for (int r = 0; r < cpu::kLinearRowBlock; ++r) {
+          const int64_t row = b * cpu::kLinearRowBlock + r;
+          for (int64_t k = 0; k < pl.K_x; ++k) {
+            const int8_t got = portable[static_cast<size_t>(
+                cpu::int8_chunk_offset(pl.K_x, k / cpu::kLinearChunkInt8, r) + k % cpu::kLinearChunkInt8)];
+            const int8_t want = row < rows && k < K ? codes.codes.as<int8_t>()[row * K + k] : int8_t{0};
+            ASSERT_EQ(got, want) << "row " << row << " k " << k;
+            nonzero += got != 0;
+          }
+        }
+        if (tile_kernel != nullptr) {
+          std::fill(fast.begin(), fast.end(), int8_t{99});
+          tile_kernel(pl, b, fast.data());
+          ASSERT_EQ(std::memcmp(fast.data(), portable.data(), fast.size()), 0) << "tile of block " << b;
+        }
+      }
+      EXPECT_GT(nonzero, 0);
+    }
+  }
 }
 
 }  // namespace

@@ -39,7 +39,7 @@ inline void store_block(const LinearCall& call, int64_t m0, int64_t b, __m256i (
 template <int Mc>
 void dense_block(const LinearCall& call, int64_t b, int64_t m0) {
   const PackedLinear& w = *call.w;
-  const int64_t chunks = (w.K_x + kLinearChunkInt8 - 1) / kLinearChunkInt8;
+  const int64_t chunks = int8_chunks(w.K_x);
   const int8_t* block = call.tile ? static_cast<const int8_t*>(call.tile)
                                   : w.values.as<int8_t>() + b * kLinearRowBlock * w.K_x;
   const int8_t* x = static_cast<const int8_t*>(call.x) + m0 * w.K_x;
@@ -63,12 +63,11 @@ void dense_block(const LinearCall& call, int64_t b, int64_t m0) {
   store_block<Mc>(call, m0, b, acc);
 }
 
+// Records of 128 K in halves of 64 K; the last record is one half when K_x is an odd multiple of 64.
 template <int Mc>
 void sparse24_block(const LinearCall& call, int64_t b, int64_t m0) {
   const PackedLinear& w = *call.w;
-  const int64_t chunks = w.K_x / kLinearChunkInt8;
-  const int8_t* values = w.values.as<int8_t>() + b * chunks * kLinearRowBlock * 64;
-  const uint8_t* meta = w.meta.as<uint8_t>() + b * chunks * kLinearRowBlock * 16;
+  const int64_t chunks = int8_chunks(w.K_x);
   const int8_t* x = static_cast<const int8_t*>(call.x) + m0 * w.K_x;
   // Byte s of a 128-bit lane (16 values = 8 groups = 32 K): 4 * ((s / 2) % 4), the first K of its
   // group within the 16 activations it is gathered from (values 0-7 from the lane's first 16, 8-15
@@ -78,7 +77,8 @@ void sparse24_block(const LinearCall& call, int64_t b, int64_t m0) {
   __m256i acc[Mc][kLinearRowBlock];
   for (auto& row : acc) for (auto& a : row) a = _mm256_setzero_si256();
   for (int64_t c = 0; c < chunks; ++c) {
-    for (int h = 0; h < 2; ++h) {  // 32 values = 64 K per half
+    const int halves = static_cast<int>(int8_chunk_width(w.K_x, c) / 64);
+    for (int h = 0; h < halves; ++h) {  // 32 values = 64 K per half
       __m256i xa[Mc], xb[Mc];
       for (int m = 0; m < Mc; ++m) {
         const int8_t* xp = x + m * w.K_x + c * kLinearChunkInt8 + 64 * h;
@@ -88,9 +88,9 @@ void sparse24_block(const LinearCall& call, int64_t b, int64_t m0) {
         xb[m] = _mm256_permute2x128_si256(p, q, 0x31);  // K 16-31 | K 48-63
       }
       for (int r = 0; r < kLinearRowBlock; ++r) {
-        const int64_t record = c * kLinearRowBlock + r;
+        const int64_t k = sparse24_int8_k(w, b, c, r);
         uint64_t fields;
-        __builtin_memcpy(&fields, meta + record * 16 + 8 * h, 8);
+        __builtin_memcpy(&fields, w.meta.as<uint8_t>() + k / 8 + 8 * h, 8);
         // Field s (2 bits at 2s) to byte s.
         const uint64_t spread = 0x0303030303030303ull;
         const __m256i idx = _mm256_add_epi8(
@@ -99,7 +99,7 @@ void sparse24_block(const LinearCall& call, int64_t b, int64_t m0) {
                                static_cast<long long>(_pdep_u64((fields >> 32) & 0xFFFF, spread)),
                                static_cast<long long>(_pdep_u64(fields >> 48, spread))),
             base);
-        const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(values + record * 64 + 32 * h));
+        const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.values.as<int8_t>() + k / 2 + 32 * h));
         const __m256i wa = _mm256_abs_epi8(wv);
         for (int m = 0; m < Mc; ++m) {
           const __m256i gathered =

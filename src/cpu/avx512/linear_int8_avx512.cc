@@ -90,12 +90,14 @@ void dense_block(const LinearCall& call, int64_t b, int64_t m0) {
   store_block<Mc>(call, m0, b, acc);
 }
 
+// Records of 128 K, the last one of 64 K (32 values, 8 meta bytes) when K_x is an odd multiple of 64:
+// its upper 32 lanes take zero values and zero fields, so they add nothing.
 template <int Mc>
 void sparse24_block(const LinearCall& call, int64_t b, int64_t m0) {
   const PackedLinear& w = *call.w;
-  const int64_t chunks = w.K_x / kLinearChunkInt8;
-  const int8_t* values = w.values.as<int8_t>() + b * chunks * kLinearRowBlock * 64;
-  const uint8_t* meta = w.meta.as<uint8_t>() + b * chunks * kLinearRowBlock * 16;
+  const int64_t chunks = w.K_x / kLinearChunkInt8;  // of 128 K
+  const int8_t* values = w.values.as<int8_t>() + sparse24_int8_k(w, b, 0, 0) / 2;
+  const uint8_t* meta = w.meta.as<uint8_t>() + sparse24_int8_k(w, b, 0, 0) / 8;
   const int8_t* x = static_cast<const int8_t*>(call.x) + m0 * w.K_x;
   const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
   const __m512i shift = _mm512_load_si512(kTables.shift);
@@ -111,7 +113,7 @@ void sparse24_block(const LinearCall& call, int64_t b, int64_t m0) {
       xb[m] = _mm512_xor_si512(_mm512_loadu_si512(x + m * w.K_x + c * kLinearChunkInt8 + 64), sign);
     }
     for (int r = 0; r < kLinearRowBlock; ++r) {
-      const int64_t record = c * kLinearRowBlock + r;
+      const int64_t record = c * kLinearRowBlock + r;  // within the block's full records
       const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(meta + record * 16));
       const __m512i spread = _mm512_permutexvar_epi64(halves, _mm512_castsi128_si512(bits));
       // (field >> shift) & 3 | base: 0xEA is the ternary-logic table of (A & B) | C.
@@ -120,6 +122,22 @@ void sparse24_block(const LinearCall& call, int64_t b, int64_t m0) {
       const __m512i wv = _mm512_loadu_si512(values + record * 64);
       for (int m = 0; m < Mc; ++m) {
         acc[m][r] = _mm512_dpbusd_epi32(acc[m][r], _mm512_permutex2var_epi8(xa[m], idx, xb[m]), wv);
+      }
+    }
+  }
+  if (w.K_x % kLinearChunkInt8 != 0) {  // the 64-K record
+    const int64_t c = chunks;
+    __m512i xa[Mc];
+    for (int m = 0; m < Mc; ++m) xa[m] = _mm512_xor_si512(_mm512_loadu_si512(x + m * w.K_x + c * kLinearChunkInt8), sign);
+    for (int r = 0; r < kLinearRowBlock; ++r) {
+      const int64_t k = int8_chunk_offset(w.K_x, c, r);
+      const __m128i bits = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(meta + k / 8));
+      const __m512i spread = _mm512_permutexvar_epi64(halves, _mm512_castsi128_si512(bits));
+      const __m512i idx =
+          _mm512_ternarylogic_epi32(_mm512_multishift_epi64_epi8(shift, spread), three, base, 0xEA);
+      const __m512i wv = _mm512_maskz_loadu_epi8(0xFFFFFFFFull, values + k / 2);
+      for (int m = 0; m < Mc; ++m) {
+        acc[m][r] = _mm512_dpbusd_epi32(acc[m][r], _mm512_permutexvar_epi8(idx, xa[m]), wv);
       }
     }
   }
@@ -144,8 +162,9 @@ void run(const LinearCall& call) {
 // Row block b expanded into the dense int8 tile, 64 dense bytes (16 groups) per step: each lane
 // takes its group's two 2-bit positions with vpmultishiftqb, compares them with its own position,
 // and one vpermb places value 2 * group (+1 for the second position) where either matches.
+// The 64-K record of an odd multiple of 64 (cpu/linear_common.h) is its first half alone.
 void sparse24_tile(const PackedLinear& w, int64_t b, int8_t* tile) {
-  const int64_t chunks = w.K_x / kLinearChunkInt8;
+  const int64_t chunks = int8_chunks(w.K_x);
   alignas(64) uint8_t lane_pos[64], first[64], second[64], base[64];
   for (int k = 0; k < 64; ++k) {
     lane_pos[k] = static_cast<uint8_t>(k % 4);
@@ -156,11 +175,12 @@ void sparse24_tile(const PackedLinear& w, int64_t b, int8_t* tile) {
   const __m512i pos = _mm512_load_si512(lane_pos), ctrl0 = _mm512_load_si512(first),
                 ctrl1 = _mm512_load_si512(second), three = _mm512_set1_epi8(3), one = _mm512_set1_epi8(1);
   for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t halves = int8_chunk_width(w.K_x, c) / 64;
     for (int r = 0; r < kLinearRowBlock; ++r) {
-      const int64_t record = (b * chunks + c) * kLinearRowBlock + r;
-      const __m512i values = _mm512_loadu_si512(w.values.as<int8_t>() + record * 64);
-      const auto* meta = w.meta.as<uint8_t>() + record * 16;
-      for (int h = 0; h < 2; ++h) {
+      const int64_t k = sparse24_int8_k(w, b, c, r);
+      const __m512i values = _mm512_maskz_loadu_epi8(halves == 2 ? ~0ull : 0xFFFFFFFFull, w.values.as<int8_t>() + k / 2);
+      const auto* meta = w.meta.as<uint8_t>() + k / 8;
+      for (int h = 0; h < halves; ++h) {
         long long word;
         __builtin_memcpy(&word, meta + 8 * h, 8);
         const __m512i src = _mm512_set1_epi64(word);
@@ -168,7 +188,7 @@ void sparse24_tile(const PackedLinear& w, int64_t b, int8_t* tile) {
         const __mmask64 k1 = _mm512_cmpeq_epi8_mask(_mm512_and_si512(_mm512_multishift_epi64_epi8(ctrl1, src), three), pos);
         const __m512i idx0 = _mm512_add_epi8(_mm512_load_si512(base), _mm512_set1_epi8(static_cast<char>(32 * h)));
         const __m512i idx = _mm512_mask_add_epi8(idx0, k1, idx0, one);
-        _mm512_storeu_si512(tile + (c * kLinearRowBlock + r) * kLinearChunkInt8 + 64 * h,
+        _mm512_storeu_si512(tile + int8_chunk_offset(w.K_x, c, r) + 64 * h,
                             _mm512_maskz_permutexvar_epi8(k0 | k1, idx, values));
       }
     }

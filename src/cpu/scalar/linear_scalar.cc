@@ -109,7 +109,7 @@ void nm(const LinearCall& call) {
 // odd multiple of 64 (cpu/linear_common.h int8_chunk_offset).
 void dense_i8(const LinearCall& call) {
   const PackedLinear& w = *call.w;
-  const int64_t chunks = (w.K_x + kLinearChunkInt8 - 1) / kLinearChunkInt8;
+  const int64_t chunks = int8_chunks(w.K_x);
   const auto* values = w.values.as<int8_t>();
   const auto* x = static_cast<const int8_t*>(call.x);
   for (int64_t b = call.block_begin; b < call.block_end; ++b) {
@@ -130,9 +130,11 @@ void dense_i8(const LinearCall& call) {
   }
 }
 
+// Records of 128 K (64 values, four meta words); the last of 64 K (32 values, two words) when K_x
+// is an odd multiple of 64.
 void sparse24_i8(const LinearCall& call) {
   const PackedLinear& w = *call.w;
-  const int64_t chunks = w.K_x / kLinearChunkInt8;
+  const int64_t chunks = int8_chunks(w.K_x);
   const auto* values = w.values.as<int8_t>();
   const auto* meta = w.meta.as<uint32_t>();
   const auto* x = static_cast<const int8_t*>(call.x);
@@ -143,11 +145,11 @@ void sparse24_i8(const LinearCall& call) {
       for (int64_t m = 0; m < call.M; ++m) {
         int32_t acc = 0;
         for (int64_t c = 0; c < chunks; ++c) {
-          const int64_t record = (b * chunks + c) * kLinearRowBlock + r;
+          const int64_t k = sparse24_int8_k(w, b, c, r);
           const int8_t* xc = x + m * w.K_x + c * kLinearChunkInt8;
-          for (int j = 0; j < 64; ++j) {
-            const int position = 32 * (j / 16) + sparse24_position(meta[record * 4 + j / 16], j % 16);
-            acc += int32_t{values[record * 64 + j]} * int32_t{xc[position]};
+          for (int64_t j = 0; j < int8_chunk_width(w.K_x, c) / 2; ++j) {
+            const int position = 32 * static_cast<int>(j / 16) + sparse24_position(meta[k / 32 + j / 16], static_cast<int>(j % 16));
+            acc += int32_t{values[k / 2 + j]} * int32_t{xc[position]};
           }
         }
         store_output(call, m, row, int8_output(call, m, row, acc));
