@@ -81,7 +81,9 @@ void dense_block(const LinearCall& call, int64_t b, int64_t m0) {
   if (w.K_x % kLinearChunkInt8 != 0) {  // the 64-wide last chunk
     const int64_t c = chunks;
     __m512i xa[Mc];
-    for (int m = 0; m < Mc; ++m) xa[m] = _mm512_xor_si512(_mm512_loadu_si512(x + m * w.K_x + c * kLinearChunkInt8), sign);
+    for (int m = 0; m < Mc; ++m) {
+      xa[m] = _mm512_xor_si512(_mm512_loadu_si512(x + m * w.K_x + c * kLinearChunkInt8), sign);
+    }
     for (int r = 0; r < kLinearRowBlock; ++r) {
       const __m512i wa = _mm512_loadu_si512(block + int8_chunk_offset(w.K_x, c, r));
       for (int m = 0; m < Mc; ++m) acc[m][r] = _mm512_dpbusd_epi32(acc[m][r], xa[m], wa);
@@ -128,7 +130,9 @@ void sparse24_block(const LinearCall& call, int64_t b, int64_t m0) {
   if (w.K_x % kLinearChunkInt8 != 0) {  // the 64-K record
     const int64_t c = chunks;
     __m512i xa[Mc];
-    for (int m = 0; m < Mc; ++m) xa[m] = _mm512_xor_si512(_mm512_loadu_si512(x + m * w.K_x + c * kLinearChunkInt8), sign);
+    for (int m = 0; m < Mc; ++m) {
+      xa[m] = _mm512_xor_si512(_mm512_loadu_si512(x + m * w.K_x + c * kLinearChunkInt8), sign);
+    }
     for (int r = 0; r < kLinearRowBlock; ++r) {
       const int64_t k = int8_chunk_offset(w.K_x, c, r);
       const __m128i bits = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(meta + k / 8));
@@ -178,7 +182,8 @@ void sparse24_tile(const PackedLinear& w, int64_t b, int8_t* tile) {
     const int64_t halves = int8_chunk_width(w.K_x, c) / 64;
     for (int r = 0; r < kLinearRowBlock; ++r) {
       const int64_t k = sparse24_int8_k(w, b, c, r);
-      const __m512i values = _mm512_maskz_loadu_epi8(halves == 2 ? ~0ull : 0xFFFFFFFFull, w.values.as<int8_t>() + k / 2);
+      const __mmask64 present = halves == 2 ? ~0ull : 0xFFFFFFFFull;  // 64 values, or 32 in a 64-K record
+      const __m512i values = _mm512_maskz_loadu_epi8(present, w.values.as<int8_t>() + k / 2);
       const auto* meta = w.meta.as<uint8_t>() + k / 8;
       for (int h = 0; h < halves; ++h) {
         long long word;

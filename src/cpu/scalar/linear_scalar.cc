@@ -119,7 +119,8 @@ void dense_i8(const LinearCall& call) {
       for (int64_t m = 0; m < call.M; ++m) {
         int32_t acc = 0;
         for (int64_t c = 0; c < chunks; ++c) {
-          const int8_t* block = call.tile ? static_cast<const int8_t*>(call.tile) : values + b * kLinearRowBlock * w.K_x;
+          const int8_t* block =
+              call.tile ? static_cast<const int8_t*>(call.tile) : values + b * kLinearRowBlock * w.K_x;
           const int8_t* wr = block + int8_chunk_offset(w.K_x, c, r);
           const int8_t* xc = x + m * w.K_x + c * kLinearChunkInt8;
           for (int64_t j = 0; j < int8_chunk_width(w.K_x, c); ++j) acc += int32_t{wr[j]} * int32_t{xc[j]};
@@ -147,8 +148,8 @@ void sparse24_i8(const LinearCall& call) {
         for (int64_t c = 0; c < chunks; ++c) {
           const int64_t k = sparse24_int8_k(w, b, c, r);
           const int8_t* xc = x + m * w.K_x + c * kLinearChunkInt8;
-          for (int64_t j = 0; j < int8_chunk_width(w.K_x, c) / 2; ++j) {
-            const int position = 32 * static_cast<int>(j / 16) + sparse24_position(meta[k / 32 + j / 16], static_cast<int>(j % 16));
+          for (int j = 0; j < int8_chunk_width(w.K_x, c) / 2; ++j) {
+            const int position = 32 * (j / 16) + sparse24_position(meta[k / 32 + j / 16], j % 16);
             acc += int32_t{values[k / 2 + j]} * int32_t{xc[position]};
           }
         }
