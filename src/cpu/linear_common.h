@@ -49,13 +49,12 @@ inline int64_t row_limit(const LinearCall& call) {
 }
 
 // The row-lane layout (linear/linear_row_lanes.h): bytes per activation (INT8 codes or bf16 bits),
-// windows of kRowLaneWindowBytes of activations in a row of X (64 INT8 or 32 bf16 K each) up to the
-// last that holds a column of K, and the bytes of one 16-row group's records. A window past K would
-// hold only padding (bf16 pads K to 64, two windows; when INT8 padded K to 128, SmolLM2's K = 576
-// ran a tenth window of zeros).
+// windows of kRowLaneWindowBytes of activations in a row of X (64 INT8 or 32 bf16 K each), and the
+// bytes of one 16-row group's records. INT8 pads K only to 64 (cpu/linear_kernels.h), so no window
+// holds padding alone (padded to 128, SmolLM2's K = 576 ran a tenth window of zeros).
 inline int64_t row_lane_value_bytes(const PackedLinear& w) { return w.dtype == DType::I8 ? 1 : 2; }
 inline int64_t row_lane_windows(const PackedLinear& w) {
-  return (w.K * row_lane_value_bytes(w) + kRowLaneWindowBytes - 1) / kRowLaneWindowBytes;
+  return w.K_x * row_lane_value_bytes(w) / kRowLaneWindowBytes;
 }
 inline int64_t row_lane_group_bytes(const PackedLinear& w) {
   return row_lane_windows(w) * kRowLaneRecords * kRowLaneRecordBytes;

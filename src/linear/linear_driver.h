@@ -11,7 +11,8 @@
 namespace nmkit::cpu {
 
 // Decompresses row block b of a sparse (or bf16) packed weight into `tile` in the dense block layout
-// (f32 for f32/bf16 weights, int8 for int8): K_x/32 (int8: K_x/128) chunks of 4 rows. Portable code:
+// (f32 for f32/bf16 weights, int8 for int8): K_x/32 chunks of 4 rows (int8: chunks of 128, the last
+// of 64 where K_x is an odd multiple of 64, cpu/linear_common.h int8_chunk_offset). Portable code:
 // its cost is shared by all the tokens of a call.
 void decompress_block(const PackedLinear& w, int64_t b, void* tile);
 // Bytes of one tile of `w`.

@@ -108,7 +108,7 @@ constexpr int64_t kTileTokens = 64;
 // 8, 0.98-1.36x at 16 and 0.88-1.36x at 32 (576x576 0.88x), 0.99-1.41x at 64-256; 576x1536 0.80-0.89x
 // at 8-32. Slid weights stay on their unslid codes: row lanes over K_prime ran 0.59-0.96x of dense
 // at 16-256 tokens (3/4 of the dense products, at the row lanes' rate). Short rows from 4 tokens
-// since the row-lane windows stop at K (not at K padded to 128, as INT8 was): quiet, 2026-11-25,
+// since no row-lane window holds padding alone (INT8 then padded K to 128): quiet, 2026-11-25,
 // `nmkit bench linear --shapes smollm2 --m 4 --pattern 2:4 --dtype int8`, two runs of each plan, ratios to the
 // best dense int8 kernel, own kernel (from 8) / row lanes (from 4): 576x576 0.90-0.93x / 1.58-1.73x,
 // 192x576 0.84-0.90x / 2.24-2.37x, 1536x576 0.95x / 1.23-1.35x, 49152x576 0.86-1.24x / 1.13-1.21x.

@@ -1,6 +1,5 @@
 #include "linear/linear_row_lanes.h"
 
-#include <algorithm>
 #include <cstring>
 
 #include "cpu/linear_common.h"
@@ -31,8 +30,7 @@ int64_t kept_position(const uint32_t* words, int64_t chunk_start, int j) {
 }
 
 // The source's kept values and positions moved into the row-lane layout. Padding groups keep
-// positions (0, 1) with zero values, padding rows are zero; groups past the last window (all
-// padding, row_lane_windows) are left out.
+// positions (0, 1) with zero values, padding rows are zero.
 std::unique_ptr<PackedLinear> pack_row_lanes(const PackedLinear& w) {
   const bool int8 = w.dtype == DType::I8;
   NMKIT_ASSERT(w.kind == WeightFormat::Sparse24 && (int8 || w.dtype == DType::BF16) &&
@@ -73,10 +71,6 @@ std::unique_ptr<PackedLinear> pack_row_lanes(const PackedLinear& w) {
       for (int j = 0; j < kept; ++j) {
         const int64_t k = kept_position(meta + first_word, c * chunk, j);
         const uint8_t* value = source_values + (first_value + j) * size;
-        if (k >= windows * window) {  // a padding group past K: its values are zero
-          NMKIT_ASSERT(std::all_of(value, value + size, [](uint8_t v) { return v == 0; }));
-          continue;
-        }
         const int64_t group = (k % window) / 4;  // within the window
         uint8_t* record =
             out + ((g * windows + k / window) * kRowLaneRecords + group / groups_per_record) * kRowLaneRecordBytes;

@@ -221,11 +221,12 @@ TEST(LinearInt8, SlidUnslidFormBuiltOnceAndFollowsTheBias) {
 }
 
 // The row-lane form of a sparse24 weight (AVX-512, linear/linear_row_lanes.h): rows around the
-// 16-row groups, K around the 64-wide windows and the 128-wide chunks of the source layout, token
-// counts around the kernel's 12-token blocks, all on short rows, where the plan takes row lanes from
-// 4 tokens (3 still run nmkit's 2:4 kernel); on the other tiers the same calls run their own routes.
-// K = 4, 60 and 64 have one window of real columns in a 128-wide K_x, 200 four in 256. The form is
-// built by the first call, so a bias set afterwards must reach it too. Every Y bit-exact.
+// 16-row groups, K around the 64-wide windows and the 128- and 64-wide records of the source layout
+// (K = 4, 60 and 64: one window and one 64-K record; 200: four windows, two 128-K records; 1000:
+// 16 windows, eight 128-K records), token counts around the kernel's 12-token blocks,
+// all on short rows, where the plan takes row lanes from 4 tokens (3 still run nmkit's 2:4 kernel);
+// on the other tiers the same calls run their own routes. The form is built by the first call, so a
+// bias set afterwards must reach it too. Every Y bit-exact.
 TEST(LinearInt8, Sparse24RowLanesBitExactAndFollowTheBias) {
   if (!tier_available()) GTEST_SKIP() << "tier not supported here";
   const bool avx512 = *active_tier() == IsaTier::Avx512;
