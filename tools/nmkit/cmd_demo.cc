@@ -230,7 +230,7 @@ int run(const DemoArgs& args) {
 
 const bool registered = register_command(CommandSpec{
     "demo",
-    "Prune a real checkpoint to 2:4, 4:8 and 6:8, compare, write and check the outputs (make run)",
+    "The MiniLM checkpoint demo: prune to 2:4, 4:8 and 6:8, compare, write and check the outputs (make demo)",
     5,
     [](CLI::App& app) -> std::function<int()> {
       auto args = std::make_shared<DemoArgs>();

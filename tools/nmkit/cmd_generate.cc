@@ -1,4 +1,5 @@
-// `nmkit generate MODEL --prompt TEXT`: text from a llama model, greedy by default, then the speed.
+// `nmkit generate MODEL --prompt TEXT`: text from a llama model on stdout (greedy by default), then
+// the speed on stderr.
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -96,7 +97,10 @@ const bool registered = register_command({
           ++decoded;
         }
         const double decode_s = std::chrono::duration<double>(Clock::now() - t1).count();
-        fmt::print("\n\nprefill {} tokens, {:.1f} tokens/s; decode {} tokens, {:.1f} tokens/s ({})\n", n_prompt,
+        // stdout holds the text alone (a script pipes it on); the timing is a report, on stderr.
+        std::fputs("\n", stdout);
+        std::fflush(stdout);
+        fmt::print(stderr, "prefill {} tokens, {:.1f} tokens/s; decode {} tokens, {:.1f} tokens/s ({})\n", n_prompt,
                    static_cast<double>(n_prompt) / prefill_s, generated,
                    decoded > 0 ? static_cast<double>(decoded) / decode_s : 0.0, describe(*options));
         return 0;

@@ -127,7 +127,7 @@ int run(const PruneArgs& args) {
 
 const bool registered = register_command(CommandSpec{
     "prune",
-    "Prune the 2-D float tensors of a safetensors checkpoint to an N:M pattern",
+    "Prune a llama model (GGUF or Hugging Face folder) or a safetensors checkpoint to an N:M pattern",
     10,
     [](CLI::App& app) -> std::function<int()> {
       auto args = std::make_shared<PruneArgs>();

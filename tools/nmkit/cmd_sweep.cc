@@ -34,7 +34,7 @@ struct Row {
 
 const bool registered = register_command({
     "sweep",
-    "Prune a llama model to several N:M patterns on load: perplexity, size, decode and prefill speed vs dense",
+    "Prune a llama model to several N:M patterns on load: perplexity, size, decode and prefill speed vs dense (make run)",
     32,
     [](CLI::App& app) -> std::function<int()> {
       struct Args {
