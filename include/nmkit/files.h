@@ -1,12 +1,12 @@
 // Files nmkit writes: an output is never an input, it appears under its name only when complete, and
-// no temporary outlives the process that wrote it (docs/design.md section 10.1: bad input leaves no
+// no temporary outlives the process that wrote it (docs/design.md section 10.12: bad input leaves no
 // partial output).
 //
 // Every output is produced as "NAME.tmp.XXXXXX" in the folder of the file it replaces, fsynced, and
 // renamed onto NAME by commit(). The writer holds an flock on its temporary while it lives. A
 // temporary is removed when the PendingFile is destroyed without commit, when the process gets
-// SIGINT or SIGTERM (if the program installs handlers that call remove_temporaries(), as the nmkit
-// CLI does), and otherwise (SIGKILL, power loss) by the next write to the same NAME: a temporary of
+// SIGINT, SIGTERM or SIGHUP (if the program installs handlers that call remove_temporaries(), as the
+// nmkit CLI does), and otherwise (SIGKILL, power loss) by the next write to the same NAME: a temporary of
 // NAME that nobody holds locked and that is older than that write is stale and removed.
 //
 // Thread safety: PendingFile objects are independent (one per thread is fine); the registries behind
@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -83,8 +84,42 @@ class PendingFile {
 // A complete text file (a report) made pending: write it, then commit() it with the other outputs.
 Result<PendingFile> prepare_text_file(const std::string& path, std::string_view content);
 
-// Async-signal-safe: unlinks every temporary of this process not yet committed. For SIGINT/SIGTERM/
-// SIGBUS handlers; the library installs no handler itself.
+// An output folder (a Hugging Face model) being built as "DIR.tmp.XXXXXX" beside DIR: created with
+// the permissions of a plain mkdir, flock-ed while it lives, registered for signal cleanup (its
+// files, then the folder, are removed by remove_temporaries()), and removed by the destructor
+// unless commit() moved it onto DIR. A temporary folder of DIR that nobody holds locked and that is
+// over 2 s older than this write was left by a killed writer and is removed by create().
+class PendingFolder {
+ public:
+  // `target` is the folder to replace, as the caller resolved it (no trailing '/').
+  static Result<PendingFolder> create(const std::string& target);
+
+  PendingFolder(PendingFolder&& other) noexcept;
+  PendingFolder& operator=(PendingFolder&&) = delete;
+  PendingFolder(const PendingFolder&) = delete;
+  ~PendingFolder();
+
+  const std::string& path() const { return path_; }  // the temporary folder
+
+  // Syncs the folder and moves it onto the target: renamed when the target is absent; when the
+  // target exists (also when another writer created it after this one started),
+  // `may_replace(target)` decides, and on success the two are exchanged
+  // (renameat2(RENAME_EXCHANGE)) and the old folder removed. The last writer to commit wins, and
+  // the target is at every instant either absent, the old folder or a complete new one.
+  Status commit(const std::function<Status(const std::string& target)>& may_replace);
+
+ private:
+  PendingFolder() = default;
+
+  std::string target_;
+  std::string path_;
+  int fd_ = -1;
+  int slot_ = -1;  // in the signal-cleanup registry
+};
+
+// Async-signal-safe: unlinks every temporary file of this process not yet committed, and empties and
+// removes every temporary folder (PendingFolder). For SIGINT/SIGTERM/SIGHUP/SIGBUS handlers; the
+// library installs no handler itself.
 void remove_temporaries() noexcept;
 
 // Async-signal-safe: the path of the input file whose read-only mapping contains `address`, or

@@ -2,6 +2,9 @@
 // allocation, no lock, and a slot's contents are published (release) before it is marked in use.
 #include "io/cleanup_registry.h"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -28,6 +31,7 @@ struct Slot {
 };
 
 Slot temporaries[kSlots];
+Slot folders[kSlots];
 Slot mappings[kSlots];
 
 int claim(Slot* table, const void* begin, size_t size, const char* path) noexcept {
@@ -50,10 +54,35 @@ void release(Slot* table, int slot) noexcept {
   if (slot >= 0 && slot < kSlots) table[slot].state.store(kFree, std::memory_order_release);
 }
 
+// Unlinks the entries of a temporary folder (files, and empty folders: a writer makes no deeper
+// tree), then the folder. getdents64 on an open descriptor instead of opendir, which allocates and
+// is not async-signal-safe.
+void remove_folder(const char* path) noexcept {
+  const int fd = ::open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd >= 0) {
+    alignas(8) char buffer[4096];
+    for (;;) {
+      const long got = ::syscall(SYS_getdents64, fd, buffer, sizeof(buffer));
+      if (got <= 0) break;
+      for (long at = 0; at < got;) {
+        const auto* entry = reinterpret_cast<const struct dirent64*>(buffer + at);
+        at += entry->d_reclen;
+        const char* name = entry->d_name;
+        if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) continue;
+        ::unlinkat(fd, name, entry->d_type == DT_DIR ? AT_REMOVEDIR : 0);
+      }
+    }
+    ::close(fd);
+  }
+  ::rmdir(path);
+}
+
 }  // namespace
 
 int register_temporary(const char* path) noexcept { return claim(temporaries, nullptr, 0, path); }
 void unregister_temporary(int slot) noexcept { release(temporaries, slot); }
+int register_temporary_folder(const char* path) noexcept { return claim(folders, nullptr, 0, path); }
+void unregister_temporary_folder(int slot) noexcept { release(folders, slot); }
 int register_mapping(const void* begin, size_t size, const char* path) noexcept {
   return claim(mappings, begin, size, path);
 }
@@ -66,6 +95,9 @@ namespace nmkit {
 void remove_temporaries() noexcept {
   for (auto& slot : io::temporaries) {
     if (slot.state.load(std::memory_order_acquire) == io::kActive) ::unlink(slot.path);  // async-signal-safe
+  }
+  for (auto& slot : io::folders) {
+    if (slot.state.load(std::memory_order_acquire) == io::kActive) io::remove_folder(slot.path);
   }
 }
 

@@ -10,6 +10,9 @@ namespace nmkit::io {
 // as before, only a signal cannot clean it up) to be released with the matching unregister call.
 int register_temporary(const char* path) noexcept;
 void unregister_temporary(int slot) noexcept;
+// A temporary folder (PendingFolder): remove_temporaries() unlinks its entries, then the folder.
+int register_temporary_folder(const char* path) noexcept;
+void unregister_temporary_folder(int slot) noexcept;
 int register_mapping(const void* begin, size_t size, const char* path) noexcept;
 void unregister_mapping(int slot) noexcept;
 

@@ -1,13 +1,7 @@
 // write_model_hf: a LlamaModel saved as a Hugging Face llama folder (config.json, model.safetensors,
 // tokenizer files), built in a temporary folder beside the target and renamed into place only when
 // complete (docs/design.md sections 10.12 and 11.1).
-#include <dirent.h>
-#include <fcntl.h>
-#include <stdio.h>
-#include <sys/file.h>
 #include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
@@ -15,7 +9,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <random>
 #include <set>
 #include <sstream>
 #include <string>
@@ -70,106 +63,6 @@ Status write_text(const std::string& path, const std::string& content) {
   if (!file.ok()) return file.error();
   return file->commit();
 }
-
-Status sync_folder(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Error(dir + ": cannot open folder: " + errno_text(errno));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) return Error(dir + ": fsync failed: " + errno_text(err));
-  return ok_status();
-}
-
-// The temporary folder DIR.tmp.XXXXXX, flock-ed while it lives and removed unless committed.
-class PendingFolder {
- public:
-  static Result<PendingFolder> create(const std::string& target) {
-    remove_stale(target);
-    // mkdir (mode 0777 less the umask, as any folder the user makes) rather than mkdtemp, whose 0700
-    // the renamed folder would keep.
-    static constexpr char kChars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-    std::random_device seed;
-    std::mt19937_64 rng((static_cast<uint64_t>(seed()) << 32) ^ static_cast<uint64_t>(::getpid()));
-    PendingFolder folder;
-    for (int attempt = 0;; ++attempt) {
-      std::string name = target + ".tmp.";
-      for (int i = 0; i < 6; ++i) name += kChars[rng() % (sizeof(kChars) - 1)];
-      if (::mkdir(name.c_str(), 0777) == 0) {
-        folder.path_ = name;
-        break;
-      }
-      if (errno != EEXIST || attempt == 100) {
-        return Error(target + ": cannot create a temporary folder beside it: " + errno_text(errno));
-      }
-    }
-    folder.fd_ = ::open(folder.path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (folder.fd_ < 0 || ::flock(folder.fd_, LOCK_EX | LOCK_NB) != 0) {
-      return Error(folder.path_ + ": cannot lock the temporary folder: " + errno_text(errno));
-    }
-    return folder;
-  }
-  PendingFolder(PendingFolder&& other) noexcept : path_(std::move(other.path_)), fd_(other.fd_) {
-    other.path_.clear();
-    other.fd_ = -1;
-  }
-  PendingFolder& operator=(PendingFolder&&) = delete;
-  ~PendingFolder() {
-    if (!path_.empty()) {
-      std::error_code ec;
-      fs::remove_all(path_, ec);
-    }
-    if (fd_ >= 0) ::close(fd_);
-  }
-  const std::string& path() const { return path_; }
-
-  // Renames the folder onto `target` (an existing target is exchanged, then removed) and syncs the
-  // parent folder.
-  Status commit(const std::string& target, bool target_exists) {
-    NMKIT_TRY(sync_folder(path_));
-    if (target_exists) {
-      if (::renameat2(AT_FDCWD, path_.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) != 0) {
-        return Error(target + ": cannot replace the folder: " + errno_text(errno));
-      }
-      // path_ now names the old folder, which the destructor removes.
-    } else {
-      if (::rename(path_.c_str(), target.c_str()) != 0) {
-        return Error(target + ": cannot rename the finished folder into place: " + errno_text(errno));
-      }
-      path_.clear();
-    }
-    const std::string parent = fs::path(target).parent_path().string();
-    return sync_folder(parent.empty() ? "." : parent);
-  }
-
- private:
-  PendingFolder() = default;
-
-  // Temporary folders of `target` that no process holds locked and that are older than this write
-  // were left by a killed writer (a younger one may be another writer's, between mkdir and flock).
-  static void remove_stale(const std::string& target) {
-    struct timespec now {};
-    ::clock_gettime(CLOCK_REALTIME, &now);
-    const fs::path t(target);
-    const fs::path parent = t.parent_path().empty() ? fs::path(".") : t.parent_path();
-    const std::string prefix = t.filename().string() + ".tmp.";
-    std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(parent, ec)) {
-      const std::string name = entry.path().filename().string();
-      if (name.size() != prefix.size() + 6 || name.compare(0, prefix.size(), prefix) != 0) continue;
-      if (!entry.is_directory(ec)) continue;
-      struct stat st {};
-      if (::stat(entry.path().c_str(), &st) != 0 || st.st_mtim.tv_sec + 2 > now.tv_sec) continue;  // 2 s: whole-second slack
-      const int fd = ::open(entry.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-      if (fd < 0) continue;
-      if (::flock(fd, LOCK_EX | LOCK_NB) == 0) fs::remove_all(entry.path(), ec);
-      ::close(fd);
-    }
-  }
-
-  std::string path_;
-  int fd_ = -1;
-};
 
 // config.json for a GGUF source: transformers' LlamaConfig fields from the parameters.
 std::string config_json(const LlamaParams& p, DType dtype, const HfTokenizerFiles* tokens) {
@@ -345,7 +238,8 @@ Status write_model_hf(const std::string& dir_given, const LlamaModel& model, con
     NMKIT_TRY(write_text(tmp + "/generation_config.json", tokens->generation_config_json));
   }
   for (const auto& [name, bytes] : copied) NMKIT_TRY(write_text(tmp + "/" + name, bytes));
-  return folder->commit(dir, *exists);
+  // The target is checked again at the rename: another writer may have made it meanwhile.
+  return folder->commit([](const std::string& target) { return check_hf_output_folder(target); });
 }
 
 }  // namespace nmkit

@@ -48,11 +48,12 @@ TEST_F(SignalCleanup, TruncatedInputIsReportedAndTheTemporaryRemoved) {
   EXPECT_FALSE(has_temporary());
 }
 
-// SIGINT and SIGTERM remove the temporaries and still end the process by that signal.
+// SIGINT, SIGTERM, SIGHUP and SIGPIPE remove the temporaries and still end the process by that
+// signal (issue 24, item 6: SIGHUP during `eval --json` left r.json.tmp.XXXXXX).
 TEST_F(SignalCleanup, TerminationRemovesTemporaries) {
   GTEST_FLAG_SET(death_test_style, "fast");  // a fork: the child writes into this test's folder
   const std::string out = path("out.safetensors");
-  for (const int signal_number : {SIGTERM, SIGINT}) {
+  for (const int signal_number : {SIGTERM, SIGINT, SIGHUP, SIGPIPE}) {
     EXPECT_EXIT(
         {
           cli::install_signal_cleanup();
@@ -65,6 +66,41 @@ TEST_F(SignalCleanup, TerminationRemovesTemporaries) {
         ::testing::KilledBySignal(signal_number), "");
     EXPECT_FALSE(has_temporary()) << signal_number;
   }
+}
+
+// A temporary output folder (a Hugging Face model being written: `prune MODEL -o DIR/`) goes with
+// its files, committed ones included (issue 24, item 6: SIGINT left an empty DIR.tmp.XXXXXX).
+TEST_F(SignalCleanup, TerminationRemovesTemporaryFolders) {
+  GTEST_FLAG_SET(death_test_style, "fast");
+  for (const int signal_number : {SIGINT, SIGTERM}) {
+    EXPECT_EXIT(
+        {
+          cli::install_signal_cleanup();
+          auto folder = PendingFolder::create(path("model"));
+          if (!folder.ok()) std::_Exit(4);
+          auto config = prepare_text_file(folder->path() + "/config.json", "{}");
+          if (!config.ok() || !config->commit().ok()) std::_Exit(5);
+          auto weights = PendingFile::create(folder->path() + "/model.safetensors", 1 << 16);
+          if (!weights.ok()) std::_Exit(6);
+          ::raise(signal_number);
+          std::_Exit(0);
+        },
+        ::testing::KilledBySignal(signal_number), "");
+    EXPECT_TRUE(listing().empty()) << signal_number << ": " << ::testing::PrintToString(listing());
+  }
+}
+
+// A signal the parent ignores stays ignored: `nohup nmkit ...` keeps running when the terminal goes.
+TEST_F(SignalCleanup, IgnoredHangupStaysIgnored) {
+  GTEST_FLAG_SET(death_test_style, "fast");
+  EXPECT_EXIT(
+      {
+        ::signal(SIGHUP, SIG_IGN);
+        cli::install_signal_cleanup();
+        ::raise(SIGHUP);
+        std::_Exit(7);
+      },
+      ::testing::ExitedWithCode(7), "");
 }
 
 }  // namespace

@@ -48,8 +48,14 @@ void install_signal_cleanup() {
   struct sigaction action {};
   sigemptyset(&action.sa_mask);
   action.sa_handler = on_termination;
-  ::sigaction(SIGINT, &action, nullptr);
-  ::sigaction(SIGTERM, &action, nullptr);
+  // SIGHUP: a closed terminal or ssh session; SIGPIPE: `nmkit eval ... | head` once head exits.
+  for (const int signal_number : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) {
+    // A signal the parent ignores stays ignored (nohup ignores SIGHUP, a shell's background jobs
+    // SIGINT): the process is not meant to end by it.
+    struct sigaction inherited {};
+    if (::sigaction(signal_number, nullptr, &inherited) == 0 && inherited.sa_handler == SIG_IGN) continue;
+    ::sigaction(signal_number, &action, nullptr);
+  }
   struct sigaction bus {};
   sigemptyset(&bus.sa_mask);
   bus.sa_sigaction = on_bus_error;
