@@ -14,7 +14,8 @@ int thread_count();
 
 // Splits [0, n) into at most thread_count() contiguous chunks of whole `grain`s and runs
 // fn(begin, end) on each, the calling thread taking one; returns when all are done. Nested calls run
-// serially on the caller. fn must not throw.
+// serially on the caller. An exception from fn (std::bad_alloc) is thrown again on the caller once
+// every chunk has finished (the first one, when several throw).
 // Thread safety: any thread may call it, also several at once. With the std::thread pool the
 // callers' jobs run one at a time (the others wait, so a caller must not hold a lock that fn of
 // another caller's job needs); with OpenMP each caller gets its own team.

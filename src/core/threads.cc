@@ -15,6 +15,7 @@
 #include <cctype>
 #include <condition_variable>
 #include <cstdlib>
+#include <exception>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -49,6 +50,29 @@ struct Split {
   }
 };
 
+// The first exception a chunk throws (std::bad_alloc, in practice): caught on the thread that ran
+// the chunk, because one leaving an OpenMP region or a worker thread ends the process in
+// std::terminate (SIGABRT, no clean-up: issue 24, item 2), and thrown again on the caller once every
+// chunk has finished. The other chunks still run.
+class FirstFailure {
+ public:
+  void run(const std::function<void(int64_t, int64_t)>& fn, int64_t begin, int64_t end) noexcept {
+    try {
+      fn(begin, end);
+    } catch (...) {
+      if (!failed_.exchange(true, std::memory_order_acq_rel)) exception_ = std::current_exception();
+    }
+  }
+  // On the caller, after the chunks' threads have synchronized with it.
+  void rethrow() const {
+    if (exception_) std::rethrow_exception(exception_);
+  }
+
+ private:
+  std::atomic<bool> failed_{false};
+  std::exception_ptr exception_;
+};
+
 #if NMKIT_OPENMP_POOL
 class Pool {
  public:
@@ -56,6 +80,7 @@ class Pool {
   int threads() const { return threads_; }
 
   void run(const Split& split, const std::function<void(int64_t, int64_t)>& fn) {
+    FirstFailure failure;
     // One chunk per team member; a team smaller than asked (OMP_THREAD_LIMIT, nested teams) takes
     // the remaining chunks in turn, so every chunk runs exactly once.
 #pragma omp parallel num_threads(static_cast<int>(split.chunks))
@@ -64,10 +89,11 @@ class Pool {
       const int64_t team = omp_get_num_threads();
       for (int64_t c = omp_get_thread_num(); c < split.chunks; c += team) {
         const auto [begin, end] = split.range(c);
-        if (begin < end) fn(begin, end);
+        if (begin < end) failure.run(fn, begin, end);
       }
       t_inside_parallel = false;
     }
+    failure.rethrow();  // the region's closing barrier ordered every chunk before this
   }
 
  private:
@@ -79,6 +105,7 @@ class Pool {
 struct Job {
   const std::function<void(int64_t, int64_t)>* fn = nullptr;
   Split split{};
+  FirstFailure failure;
   std::atomic<int64_t> next_chunk{0};
   std::atomic<int64_t> pending{0};
   std::atomic<int> active{0};
@@ -90,7 +117,7 @@ struct Job {
       const int64_t c = next_chunk.fetch_add(1, std::memory_order_relaxed);
       if (c >= split.chunks) break;
       const auto [begin, end] = split.range(c);
-      if (begin < end) (*fn)(begin, end);
+      if (begin < end) failure.run(*fn, begin, end);
       pending.fetch_sub(1, std::memory_order_acq_rel);
     }
     t_inside_parallel = false;
@@ -134,6 +161,7 @@ class Pool {
       job_ = nullptr;
     }
     while (job.active.load(std::memory_order_acquire) != 0) _mm_pause();
+    job.failure.rethrow();  // every chunk's pending.fetch_sub (acq_rel) came before this
   }
 
  private:

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,6 +35,27 @@ TEST(Threads, ManyBackToBackJobsAndNestedCalls) {
   }
   EXPECT_EQ(total.load(), 2000 * 8 * 4);
   EXPECT_GE(thread_count(), 1);
+}
+
+// An allocation that fails inside a chunk (on a worker, or on the caller) reaches the caller as the
+// exception, after every chunk ran: it once ended the process in std::terminate (issue 24, item 2).
+TEST(Threads, AnExceptionInAChunkReachesTheCaller) {
+  for (const int64_t thrower : {int64_t{0}, int64_t{63}}) {
+    std::atomic<int64_t> done{0};
+    bool caught = false;
+    try {
+      parallel_for(64, 1, [&](int64_t begin, int64_t end) {
+        if (begin <= thrower && thrower < end) throw std::bad_alloc();
+        done += end - begin;
+      });
+    } catch (const std::bad_alloc&) {
+      caught = true;
+    }
+    EXPECT_TRUE(caught) << "chunk holding " << thrower;
+    if (thread_count() > 1) {  // one thread runs the one chunk inline
+      EXPECT_GT(done.load(), 0) << "the other chunk ran";
+    }
+  }
 }
 
 // The header promises that any thread may call parallel_for, several at once: each caller's job
