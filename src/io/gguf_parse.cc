@@ -161,12 +161,19 @@ Status read_value(Reader& in, GgufType type, GgufValue& out, const std::string& 
 
 bool is_power_of_two(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
-Status read_tensor_info(Reader& in, size_t index, GgufTensorInfo& t) {
-  const std::string ordinal = "tensor " + std::to_string(index);
+Status read_tensor_info(Reader& in, size_t index, size_t count, GgufTensorInfo& t) {
+  // "of COUNT": a header whose tensor count exceeds the infos the file holds reads padding and data
+  // as infos, and the message should point at the count rather than at a garbage name.
+  const std::string ordinal = "tensor " + std::to_string(index + 1) + " of " + std::to_string(count);
   auto name = in.string(ordinal + " name");
   if (!name.ok()) return name.error();
   t.name = std::move(*name);
-  const std::string where = "tensor " + quote_name(t.name);
+  if (t.name.empty()) {
+    return Error(in.prefix() + ordinal + " (the header's tensor count): empty name; the count exceeds the "
+                 "tensor infos the file holds, or the file is corrupt");
+  }
+  const std::string where = "tensor " + quote_name(t.name) + " (" + std::to_string(index + 1) + " of " +
+                            std::to_string(count) + ")";
   auto n_dims = in.scalar<uint32_t>(where + " n_dims");
   if (!n_dims.ok()) return n_dims.error();
   if (*n_dims < 1 || *n_dims > 4) {
@@ -273,7 +280,7 @@ Result<ParsedGguf> parse_gguf(std::string_view path, const std::byte* bytes, siz
   std::unordered_set<std::string_view> names;
   names.reserve(out.tensors.size());
   for (size_t i = 0; i < out.tensors.size(); ++i) {
-    NMKIT_TRY(read_tensor_info(in, i, out.tensors[i]));
+    NMKIT_TRY(read_tensor_info(in, i, out.tensors.size(), out.tensors[i]));
     if (!names.insert(out.tensors[i].name).second) {
       return Error(prefix + "tensor " + quote_name(out.tensors[i].name) + ": listed twice");
     }

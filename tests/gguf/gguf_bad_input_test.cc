@@ -200,7 +200,7 @@ TEST_F(GgufRead, CountsBoundedByTheFile) {
   EXPECT_MENTIONS(open_error(f.bytes()), "tensor count 1099511627776");
   f = good_file();
   f.kv_count = 16;  // one more than there are: the tensor infos are read as a key
-  EXPECT_MENTIONS(open_error(f.bytes()), "tensor 0 name");  // the tensor infos, misread as key 15, run out
+  EXPECT_MENTIONS(open_error(f.bytes()), "tensor 1 of 2 name");  // the tensor infos, misread as key 15, run out
 }
 
 TEST_F(GgufRead, CorruptLengthsAndTypes) {
@@ -242,6 +242,14 @@ TEST_F(GgufRead, DuplicateNames) {
   f = good_file();
   f.tensors[1].name = "w";
   EXPECT_MENTIONS(open_error(f.bytes()), "tensor 'w'", "listed twice");
+}
+
+// A tensor count above the infos the file holds: the reader runs into the padding and the data. The
+// message names the count (issue 24, item 7: it said "tensor '': n_dims 335544320").
+TEST_F(GgufRead, TensorCountBeyondTheInfos) {
+  HandFile f = good_file();
+  f.tensor_count = static_cast<int64_t>(f.tensors.size()) + 1;
+  EXPECT_MENTIONS(open_error(f.bytes()), "tensor 3 of 3");
 }
 
 TEST_F(GgufRead, TensorInfos) {
