@@ -3,6 +3,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <thread>
 #include <vector>
 
 #include "tests/cli/cli_harness.h"
@@ -88,6 +90,35 @@ TEST_F(SignalCleanup, TerminationRemovesTemporaryFolders) {
         ::testing::KilledBySignal(signal_number), "");
     EXPECT_TRUE(listing().empty()) << signal_number << ": " << ::testing::PrintToString(listing());
   }
+}
+
+// A termination signal that lands on another thread (an OpenMP worker) is passed to the main thread,
+// which creates the outputs: cleaning up beside it raced it (issue 24, item 6: a folder outlived
+// SIGINT). The main thread keeps SIGTERM blocked until the worker is done, so the worker getting past
+// its raise() proves the handler returned there; the main thread then cleans up and dies.
+TEST_F(SignalCleanup, ASignalOnAWorkerIsHandledByTheMainThread) {
+  GTEST_FLAG_SET(death_test_style, "fast");
+  const std::string marker = path("worker-went-on");
+  EXPECT_EXIT(
+      {
+        cli::install_signal_cleanup();
+        auto folder = PendingFolder::create(path("model"));
+        if (!folder.ok()) std::_Exit(4);
+        sigset_t term;
+        sigemptyset(&term);
+        sigaddset(&term, SIGTERM);
+        pthread_sigmask(SIG_BLOCK, &term, nullptr);
+        std::thread worker([&] {
+          pthread_sigmask(SIG_UNBLOCK, &term, nullptr);
+          ::raise(SIGTERM);
+          std::ofstream(marker) << "the handler returned on the worker";
+        });
+        worker.join();
+        pthread_sigmask(SIG_UNBLOCK, &term, nullptr);  // the forwarded SIGTERM arrives now
+        std::_Exit(0);
+      },
+      ::testing::KilledBySignal(SIGTERM), "");
+  EXPECT_EQ(listing(), std::vector<std::string>{"worker-went-on"});
 }
 
 // A signal the parent ignores stays ignored: `nohup nmkit ...` keeps running when the terminal goes.

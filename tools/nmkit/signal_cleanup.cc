@@ -1,5 +1,6 @@
 #include "tools/nmkit/signal_cleanup.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -10,7 +11,8 @@
 namespace nmkit::cli {
 namespace {
 
-// Only async-signal-safe calls below: write(2), unlink(2) (in remove_temporaries), _exit, raise.
+// Only async-signal-safe calls below: write(2), unlink(2) (in remove_temporaries), _exit, raise,
+// pthread_kill.
 void write_text(const char* text) {
   size_t left = std::strlen(text);
   while (left > 0) {
@@ -21,7 +23,17 @@ void write_text(const char* text) {
   }
 }
 
+pthread_t g_main_thread;
+
 void on_termination(int signal_number) {
+  // The main thread is the one that creates outputs. Run on another thread (an OpenMP worker: the
+  // kernel picks any thread that does not block the signal), the clean-up would race it: a file it
+  // makes in a temporary folder after the folder was listed keeps the folder from being removed.
+  // So the signal is passed to the main thread, which the handler then stops while it cleans up.
+  if (!pthread_equal(pthread_self(), g_main_thread)) {
+    pthread_kill(g_main_thread, signal_number);
+    return;
+  }
   remove_temporaries();
   // Default action from here on: the process ends "killed by SIGINT/SIGTERM", as a shell expects.
   ::signal(signal_number, SIG_DFL);
@@ -45,6 +57,7 @@ void on_bus_error(int, siginfo_t* info, void*) {
 }  // namespace
 
 void install_signal_cleanup() {
+  g_main_thread = pthread_self();
   struct sigaction action {};
   sigemptyset(&action.sa_mask);
   action.sa_handler = on_termination;
