@@ -173,7 +173,8 @@ struct GgufOutputTensor {
 // has); shapes are nmkit's (written reversed as ne), 1 to 4 dimensions; names at most 63 bytes
 // (ggml's limit). Atomic like write_safetensors (PendingFile, nmkit/files.h): a temporary in the
 // same folder renamed onto PATH only when every fill succeeded; a fill's Error is returned
-// unchanged, an exception from a fill or callback becomes an Error naming PATH and the tensor.
+// unchanged, an exception from a fill or callback becomes an Error naming PATH and the tensor
+// (std::bad_alloc propagates, the temporary removed, for the caller to report as out of memory).
 Status write_gguf(const std::string& path, const std::vector<GgufKeyValue>& metadata,
                   const std::vector<OutputTensor>& tensors, const GgufWriteOptions& options = {});
 // The same with tensors of any ggml type (ne[0] a multiple of the type's block); on_tensor is

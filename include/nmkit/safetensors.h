@@ -85,7 +85,8 @@ struct WriteOptions {
 // fill writes straight into a shared mapping of the file, and the file is fsynced before the rename.
 // On any error (a failing fill included) the temporary is removed and PATH is untouched. A fill's
 // Error is returned unchanged (it should name its tensor); an exception thrown by a fill or by
-// on_tensor becomes an Error naming PATH and the tensor.
+// on_tensor becomes an Error naming PATH and the tensor, except std::bad_alloc, which propagates
+// (the temporary removed) for the caller to report as out of memory.
 Status write_safetensors(const std::string& path, const std::vector<OutputTensor>& tensors,
                          const Metadata& metadata = {}, const WriteOptions& options = {});
 // The same up to the rename: the file is complete and fsynced under its temporary name, and

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <exception>
 #include <limits>
+#include <new>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -244,6 +245,8 @@ Status write_gguf(const std::string& path, const std::vector<GgufKeyValue>& meta
         options.on_tensor(i, tensors.size(), shown);
       }
       NMKIT_TRY(t.fill(data + layout->offsets[i]));
+    } catch (const std::bad_alloc&) {
+      throw;  // out of memory is not the fill's error: the caller reports it; the temporary goes
     } catch (const std::exception& e) {
       return Error(path + ": tensor " + io::quote_name(t.name) + ": " + io::one_line(e.what(), 200));
     } catch (...) {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <exception>
 #include <limits>
+#include <new>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -94,6 +95,8 @@ Result<Layout> plan(const std::string& path, const std::vector<OutputTensor>& te
       if (header.size() > io::kMaxHeaderBytes) break;  // reported below
     }
     layout.data_size = offset;
+  } catch (const std::bad_alloc&) {
+    throw;  // out of memory is not bad input: the caller reports it (issue 24, item 2)
   } catch (const std::exception& e) {
     return Error(prefix + "tensor names and metadata must be valid UTF-8: " + io::one_line(e.what(), 200));
   }
@@ -154,6 +157,8 @@ Result<PendingFile> prepare_safetensors(const std::string& path, const std::vect
     try {
       if (options.on_tensor) options.on_tensor(i, tensors.size(), t);
       NMKIT_TRY(t.fill(data + layout->begins[i]));
+    } catch (const std::bad_alloc&) {
+      throw;  // out of memory is not the fill's error: the caller reports it; the temporary goes
     } catch (const std::exception& e) {
       return Error(path + ": tensor " + io::quote_name(t.name) + ": " + io::one_line(e.what(), 200));
     } catch (...) {

@@ -10,6 +10,7 @@
 
 #include "tools/nmkit/cli_util.h"
 #include "tools/nmkit/command.h"
+#include "tools/nmkit/memory.h"
 #include "tools/nmkit/model_cli.h"
 #include "nmkit/sampler.h"
 
@@ -70,7 +71,7 @@ const bool registered = register_command({
                                           n_prompt, n_ctx, args->model));
         }
         const int64_t n_gen = std::min(args->n, n_ctx - n_prompt);
-        auto model = build_model(*source, *options);
+        auto model = build_model(*source, *options, n_prompt + n_gen);
         if (!model.ok()) return report_error(model.error());
         LlamaSession session(*model, n_prompt + n_gen);
         const int64_t V = model->params().n_vocab;

@@ -2,10 +2,15 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <exception>
 #include <memory>
+#include <new>
+#include <string>
 #include <vector>
 
+#include "tools/nmkit/cli_util.h"
 #include "tools/nmkit/command.h"
+#include "tools/nmkit/memory.h"
 #include "tools/nmkit/signal_cleanup.h"
 
 namespace nmkit::cli {
@@ -21,6 +26,20 @@ std::vector<CommandSpec>& registry() {
 bool register_command(CommandSpec spec) {
   registry().push_back(std::move(spec));
   return true;
+}
+
+// Runs a subcommand. Exceptions reach here only from failed allocations (the library reports bad
+// input as Errors) and from bugs: either is one line and exit 1, and the unwinding has removed the
+// command's temporaries (PendingFile, PendingFolder) first, where std::terminate would have aborted
+// with them left (issue 24, item 2).
+int run_command(const std::function<int()>& action) {
+  try {
+    return action();
+  } catch (const std::bad_alloc&) {
+    return report_error(out_of_memory_message());
+  } catch (const std::exception& e) {
+    return report_error(std::string("internal error: ") + e.what());
+  }
 }
 
 }  // namespace nmkit::cli
@@ -61,7 +80,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   for (auto& [sub, action] : actions) {
-    if (sub->parsed()) return action();
+    if (sub->parsed()) return run_command(action);
   }
   return 2;
 }

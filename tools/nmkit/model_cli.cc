@@ -3,8 +3,11 @@
 #include <map>
 #include <string>
 
-#include "tools/nmkit/cli_util.h"
+#include <fmt/format.h>
+
 #include "nmkit/model_source.h"
+#include "tools/nmkit/cli_util.h"
+#include "tools/nmkit/memory.h"
 
 namespace nmkit::cli {
 
@@ -80,7 +83,12 @@ void cache_tensors(OpenedModel& source) {
   };
 }
 
-Result<LlamaModel> build_model(const OpenedModel& source, ModelOptions options) {
+Result<LlamaModel> build_model(const OpenedModel& source, ModelOptions options, int64_t n_ctx) {
+  const uint64_t needed = model_bytes_at_least(source.params, options, n_ctx);
+  NMKIT_TRY(check_memory(source.path, needed,
+                         fmt::format("{} weights{}", describe(options),
+                                     n_ctx > 0 ? fmt::format(" and a KV cache of {} tokens", n_ctx) : "")));
+  MemoryActivity activity("building " + source.path + " (" + describe(options) + ")");
   Progress progress("building " + describe(options));
   options.on_block = [&progress](int64_t b, int64_t n) {
     progress.update(static_cast<size_t>(b + 1), static_cast<size_t>(n), "");

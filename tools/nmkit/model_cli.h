@@ -41,8 +41,9 @@ std::string describe(const ModelOptions& options);
 // (sweep, bench model) read and dequantize the file once.
 void cache_tensors(OpenedModel& source);
 
-// Builds the model, with "[b/n] building FORM" on a terminal.
-Result<LlamaModel> build_model(const OpenedModel& source, ModelOptions options);
+// Builds the model, with "[b/n] building FORM" on a terminal. First, a model that cannot fit in the
+// memory left, with a KV cache of n_ctx tokens, is an Error ("needs at least N GB, M GB available").
+Result<LlamaModel> build_model(const OpenedModel& source, ModelOptions options, int64_t n_ctx = 0);
 // The source's tokenizer, or an Error naming the model.
 Result<std::shared_ptr<const Tokenizer>> require_tokenizer(const OpenedModel& source);
 
