@@ -35,7 +35,7 @@ struct LlamaParams {
   bool tied_output = true;  // no output.weight: the head is token_embd
   int64_t head_dim() const { return n_head > 0 ? n_embd / n_head : 0; }
   // An Error naming the first impossible value (n_embd not a multiple of n_head, odd head size,
-  // n_head not a multiple of n_head_kv, non-positive sizes, eps <= 0).
+  // n_head not a multiple of n_head_kv, non-positive sizes, eps or rope base not positive and finite).
   Status validate() const;
 };
 

@@ -29,8 +29,14 @@ Status LlamaParams::validate() const {
   if (n_head_kv < 1 || n_head % n_head_kv != 0) return bad("n_head_kv (must divide n_head)", n_head_kv);
   if (n_ff < 1) return bad("n_ff", n_ff);
   if (n_ctx_train < 1) return bad("n_ctx_train", n_ctx_train);
-  if (!(rms_eps > 0.0f)) return Error("llama: rms_eps = " + std::to_string(rms_eps) + " is not positive");
-  if (!(rope_base > 0.0f)) return Error("llama: rope_base = " + std::to_string(rope_base) + " is not positive");
+  // An infinite eps or base runs without an error but computes nothing useful (perplexity equal to
+  // the vocabulary size, no text generated: issue 24, item 5).
+  if (!(rms_eps > 0.0f) || !std::isfinite(rms_eps)) {
+    return Error("llama: rms_eps = " + std::to_string(rms_eps) + " is not a positive finite number");
+  }
+  if (!(rope_base > 0.0f) || !std::isfinite(rope_base)) {
+    return Error("llama: rope_base = " + std::to_string(rope_base) + " is not a positive finite number");
+  }
   return ok_status();
 }
 

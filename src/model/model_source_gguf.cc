@@ -1,5 +1,6 @@
 // ModelSource from a GGUF file: hyper-parameters from the `llama.*` keys (llama.cpp's names), and
 // every tensor checked against them (docs/design.md sections 11.1 and 11.2).
+#include <cmath>
 #include <limits>
 #include <string>
 #include <unordered_set>
@@ -16,6 +17,19 @@ Result<int64_t> get_count(const GgufFile& file, const std::string& key) {
     return Error(file.path() + ": metadata key '" + key + "' is " + std::to_string(*value) + ", too large");
   }
   return static_cast<int64_t>(*value);
+}
+
+// A float hyper-parameter: positive and finite, else an Error naming the key and value (an infinite
+// epsilon or rope base runs, and computes nothing useful).
+Result<float> get_positive_float(const GgufFile& file, const std::string& key) {
+  auto value = file.get_float(key);
+  if (!value.ok()) return value.error();
+  const auto f = static_cast<float>(*value);
+  if (!(f > 0.0f) || !std::isfinite(f)) {
+    return Error(file.path() + ": metadata key '" + key + "' is " + std::to_string(*value) +
+                 ", not a positive finite number");
+  }
+  return f;
 }
 
 }  // namespace
@@ -51,13 +65,13 @@ Status open_gguf(ModelSource::Impl& impl) {
     if (!v.ok()) return v.error();
     p.n_head_kv = *v;
   }
-  auto eps = file.get_float(k + "attention.layer_norm_rms_epsilon");
+  auto eps = get_positive_float(file, k + "attention.layer_norm_rms_epsilon");
   if (!eps.ok()) return eps.error();
-  p.rms_eps = static_cast<float>(*eps);
+  p.rms_eps = *eps;
   if (file.find_key(k + "rope.freq_base") != nullptr) {  // llama.cpp's default when absent: 10000
-    auto base = file.get_float(k + "rope.freq_base");
+    auto base = get_positive_float(file, k + "rope.freq_base");
     if (!base.ok()) return base.error();
-    p.rope_base = static_cast<float>(*base);
+    p.rope_base = *base;
   }
   // The vocabulary: llama.vocab_size, else the token list, else the embedding's rows.
   const GgufTensorInfo* embd = file.find("token_embd.weight");

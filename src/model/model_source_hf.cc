@@ -4,6 +4,7 @@
 // from HF's rotate-halves (NEOX) order to GGUF's adjacent-pairs (NORM) order (docs/design.md 11.1).
 #include <sys/stat.h>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -59,13 +60,18 @@ class Config {
     return v->get<int64_t>();
   }
 
-  Result<double> number(const std::string& key, std::optional<double> fallback = std::nullopt) const {
+  Result<double> positive_float(const std::string& key, std::optional<double> fallback = std::nullopt) const {
     const json* v = find(key);
     if (v == nullptr) {
       if (fallback) return *fallback;
       return Error(path_ + ": no key '" + key + "'");
     }
     if (!v->is_number()) return Error(path_ + ": '" + key + "' is " + shown(*v) + ", expected a number");
+    // float32 is what the model computes with: 1e39 is as infinite as 1e400.
+    const auto value = static_cast<float>(v->get<double>());
+    if (!(value > 0.0f) || !std::isfinite(value)) {
+      return Error(path_ + ": '" + key + "' is " + shown(*v) + ", expected a positive finite float32");
+    }
     return v->get<double>();
   }
 
@@ -111,10 +117,10 @@ Status read_params(const Config& c, ModelSource::Impl& impl) {
   auto kv = c.count("num_key_value_heads", p.n_head);  // transformers' default: multi-head attention
   if (!kv.ok()) return kv.error();
   p.n_head_kv = *kv;
-  auto eps = c.number("rms_norm_eps");
+  auto eps = c.positive_float("rms_norm_eps");
   if (!eps.ok()) return eps.error();
   p.rms_eps = static_cast<float>(*eps);
-  auto theta = c.number("rope_theta", 10000.0);
+  auto theta = c.positive_float("rope_theta", 10000.0);
   if (!theta.ok()) return theta.error();
   p.rope_base = static_cast<float>(*theta);
   auto tied = c.flag("tie_word_embeddings", false);  // transformers' LlamaConfig default
