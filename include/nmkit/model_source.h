@@ -54,6 +54,12 @@ class ModelSource {
   // load_f32 as a TensorLoader for LlamaModel::build (valid while this object lives).
   TensorLoader loader() const;
 
+  // Every file this source reads or a writer copies from it: the GGUF file; for a folder its
+  // config.json, model.safetensors.index.json, shards, tokenizer.json, tokenizer_config.json,
+  // generation_config.json and special_tokens_map.json (those present). An output must be none of
+  // them (issue 24, item 1).
+  const std::vector<std::string>& input_files() const;
+
   // The GGUF file itself (metadata for writers that keep it, the tokenizer); nullptr for HF.
   const GgufFile* gguf() const;
   // Tokenizer source: for HF, the tokenizer.json path ("" when the folder has none); for GGUF, ""

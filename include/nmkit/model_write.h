@@ -1,49 +1,90 @@
-// Saving a LlamaModel's weights (after pruning on load or calibrated pruning) as a GGUF file that
-// llama.cpp-compatible readers load, or as a Hugging Face llama folder (docs/design.md 11.1).
+// Saving a model (a source converted as it is, or a LlamaModel after pruning on load or calibrated
+// pruning) as a GGUF file that llama.cpp's tools load, or as a Hugging Face llama folder
+// (docs/design.md 11.1).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <utility>
 #include <string>
 
 #include "nmkit/dtype.h"
+#include "nmkit/gguf.h"
 #include "nmkit/model.h"
 #include "nmkit/model_source.h"
 #include "nmkit/safetensors.h"
 #include "nmkit/status.h"
+#include "nmkit/tokenizer.h"
 
 namespace nmkit {
 
-// Writes LlamaModel::tensors() (needs ModelOptions::keep_dense_weights) in the source GGUF's tensor
-// order (GGUF order for a Hugging Face source) as `dtype`
-// (F32, F16 or BF16; norms stay F32, as llama.cpp's converter keeps 1-D tensors), with the source
-// GGUF's metadata in its order and general.file_type set to the dtype's llama.cpp file type (0 F32,
-// 1 F16, 32 BF16); for a Hugging Face source, general.architecture and the llama.* keys from the
-// parameters (no tokenizer keys). Atomic (write_gguf); an Error names the path.
+// A model's tensors as the writers below take them: its parameters, and a loader that gives each
+// tensor (GGUF name, in GGUF order, with the shape the parameters imply: ModelSource::tensor_names)
+// as f32 at the moment it is written, so that converting a model holds one tensor at a time.
+struct ModelTensors {
+  LlamaParams params;
+  TensorLoader load;
+};
+// A source's tensors as they are (nmkit convert); valid while `source` lives.
+ModelTensors source_tensors(const ModelSource& source);
+// A built model's (needs ModelOptions::keep_dense_weights; block linears dense-masked after any
+// pruning). Holds LlamaModel::tensors(); each tensor is handed out once and freed as it is written.
+Result<ModelTensors> model_tensors(const LlamaModel& model);
+
+struct ModelWriteOptions {
+  DType dtype = DType::F32;  // of the 2-D tensors: F32, F16 or BF16 (norms stay F32, as llama.cpp's converter keeps 1-D tensors)
+  std::function<void(size_t i, size_t n, const OutputTensor&)> on_tensor;  // progress
+};
+
+// Bytes of the file write_model_gguf or write_model_hf_weights writes (the tensors' data; headers
+// and tokenizer excluded): for checking the free space before long work.
+uint64_t model_file_bytes(const LlamaParams& params, DType dtype);
+
+// Every 2-D tensor is converted to options.dtype; a value that the dtype cannot hold (above 65504 in
+// magnitude for F16, past the float range once rounded to BF16) is an Error naming the file,
+// tensor, element and value, and nothing is written (issue 24, item 5: it used to become +-inf).
+
+// GGUF: the tensors in GGUF order, with general.file_type set to the dtype's llama.cpp file type
+// (0 F32, 1 F16, 32 BF16). Metadata: a GGUF source's, in its order; for a Hugging Face source,
+// general.architecture and general.name, the llama.* keys from the parameters, and the tokenizer in
+// llama.cpp's GGUF form (gguf_tokenizer_metadata of the folder's tokenizer.json; none when the
+// folder has no tokenizer.json), so that llama.cpp's tools load the file. Atomic (write_gguf); an
+// Error names the path.
+Status write_model_gguf(const std::string& path, const ModelTensors& tensors, const ModelSource& source,
+                        const ModelWriteOptions& options = {});
 Status write_model_gguf(const std::string& path, const LlamaModel& model, const ModelSource& source,
                         DType dtype = DType::F32);
+
+// The tokenizer.ggml.* keys (and tokenizer.chat_template) that hold `tokenizer` in a GGUF file, as
+// llama.cpp's convert_hf_to_gguf.py writes them: model, pre, tokens, token_type, merges (gpt2) or
+// scores (llama), bos/eos/unknown/padding ids (those set), add_bos_token, add_eos_token (when true),
+// add_space_prefix (llama), chat template (when set). Tokenizer::from_gguf reads them back equal.
+std::vector<GgufKeyValue> gguf_tokenizer_metadata(const Tokenizer& tokenizer);
+
+// The weights alone under Hugging Face names (hf_tensor_name) and row order (hf_rows_from_gguf),
+// as model.safetensors inside write_model_hf's folder and as `nmkit prune HF_DIR -o X.safetensors`
+// writes them to drop into an HF source folder; metadata {"format": "pt"}; tied models store no
+// lm_head.weight. Atomic (write_safetensors).
+Status write_model_hf_weights(const std::string& path, const ModelTensors& tensors,
+                              const ModelWriteOptions& options = {});
 
 // A model saved as a Hugging Face llama folder (docs/design.md section 11.1, "Writing a Hugging Face
 // folder"), which nmkit (ModelSource) loads, in the layout transformers
 // reads (LlamaForCausalLM; not run against transformers in the tests, which have no torch):
-//   config.json             LlamaForCausalLM hyper-parameters from the model's LlamaParams (an HF
+//   config.json             LlamaForCausalLM hyper-parameters from the parameters (an HF
 //                           source's own config.json, with torch_dtype set to the written dtype)
-//   model.safetensors       LlamaModel::tensors() under HF names (model.layers.N.self_attn.q_proj.weight,
-//                           ...), q/k rows permuted back to HF's rotate-halves order (the exact inverse
-//                           of ModelSource's load), `dtype` F32/F16/BF16 (norms stay F32, as in
-//                           write_model_gguf), metadata
-//                           {"format": "pt"}; tied models store no lm_head.weight
+//   model.safetensors       write_model_hf_weights
 //   tokenizer.json, tokenizer_config.json, generation_config.json
 //                           from a GGUF source's tokenizer (hf_tokenizer_files); copied from an HF
 //                           source folder (with special_tokens_map.json) when it has them
-// Atomic as a whole: everything is written into DIR.tmp.XXXXXX beside DIR and renamed onto DIR only
-// when complete (an existing DIR is swapped out with renameat2(RENAME_EXCHANGE) and then removed,
-// and only when it holds nothing but the files listed here, so no other folder is ever replaced).
-// On error the temporary folder is removed and DIR is untouched; a temporary folder left by a
-// killed process (not locked, older than the write) is removed by the next write to DIR.
-// `on_tensor` reports progress.
+// Atomic as a whole: everything is written into DIR.tmp.XXXXXX beside DIR (PendingFolder,
+// nmkit/files.h) and moved onto DIR only when complete (an existing DIR is swapped out and then
+// removed, and only when it holds nothing but the files listed here, so no other folder is ever
+// replaced). On error the temporary folder is removed and DIR is untouched.
+Status write_model_hf(const std::string& dir, const ModelTensors& tensors, const ModelSource& source,
+                      const ModelWriteOptions& options = {});
 Status write_model_hf(const std::string& dir, const LlamaModel& model, const ModelSource& source,
                       DType dtype = DType::F32,
                       const std::function<void(size_t i, size_t n, const OutputTensor&)>& on_tensor = {});

@@ -97,6 +97,8 @@ class Tokenizer {
   const std::string& model() const;
   const std::string& pre() const;
   const std::string& chat_template() const;
+  // Everything it was built from (for writing it out: gguf_tokenizer_metadata, nmkit/model_write.h).
+  const TokenizerVocab& vocab() const;
 
   static std::vector<std::string> supported_pre_types();
 

@@ -79,6 +79,7 @@ const std::string& ModelSource::path() const { return impl_->path; }
 const std::string& ModelSource::architecture() const { return impl_->architecture; }
 const LlamaParams& ModelSource::params() const { return impl_->params; }
 const std::vector<std::string>& ModelSource::tensor_names() const { return impl_->names; }
+const std::vector<std::string>& ModelSource::input_files() const { return impl_->files; }
 
 bool ModelSource::has_tensor(std::string_view name) const {
   return std::find(impl_->names.begin(), impl_->names.end(), name) != impl_->names.end();

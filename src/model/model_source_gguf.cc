@@ -38,6 +38,7 @@ Status open_gguf(ModelSource::Impl& impl) {
   auto opened = GgufFile::open(impl.path);
   if (!opened.ok()) return opened.error();
   impl.gguf.emplace(std::move(*opened));
+  impl.files = {impl.path};
   const GgufFile& file = *impl.gguf;
   const std::string& path = impl.path;
 

@@ -287,6 +287,12 @@ Status open_hf(ModelSource::Impl& impl) {
     }
   }
   if (is_file(dir + "/tokenizer.json")) impl.tokenizer_json = dir + "/tokenizer.json";
+  impl.files = {config_path};
+  if (is_file(index_path)) impl.files.push_back(index_path);
+  impl.files.insert(impl.files.end(), impl.shard_paths.begin(), impl.shard_paths.end());
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "generation_config.json", "special_tokens_map.json"}) {
+    if (is_file(dir + "/" + name)) impl.files.push_back(dir + "/" + name);
+  }
   return ok_status();
 }
 

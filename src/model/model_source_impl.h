@@ -18,6 +18,7 @@ struct ModelSource::Impl {
   std::string architecture;
   LlamaParams params;
   std::vector<std::string> names;  // GGUF names, GGUF order
+  std::vector<std::string> files;  // ModelSource::input_files()
   std::optional<GgufFile> gguf;
   // Hugging Face: the shards, and where each GGUF-named tensor lives.
   struct HfTensor {

@@ -164,10 +164,11 @@ Tensor hf_rows_from_gguf(const Tensor& t, int64_t heads) {
   return out;
 }
 
-Status write_model_hf(const std::string& dir_given, const LlamaModel& model, const ModelSource& source, DType dtype,
-                      const std::function<void(size_t, size_t, const OutputTensor&)>& on_tensor) {
-  if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::BF16) {
-    return Error(dir_given + ": Hugging Face output dtype " + std::string(dtype_name(dtype)) + " is not F32, F16 or BF16");
+Status write_model_hf(const std::string& dir_given, const ModelTensors& tensors, const ModelSource& source,
+                      const ModelWriteOptions& options) {
+  if (options.dtype != DType::F32 && options.dtype != DType::F16 && options.dtype != DType::BF16) {
+    return Error(dir_given + ": Hugging Face output dtype " + std::string(dtype_name(options.dtype)) +
+                 " is not F32, F16 or BF16");
   }
   std::string dir = dir_given;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
@@ -179,9 +180,8 @@ Status write_model_hf(const std::string& dir_given, const LlamaModel& model, con
       dir = target.string();
     }
   }
-  auto exists = check_target(dir);
-  if (!exists.ok()) return exists.error();
-  const LlamaParams& p = model.params();
+  NMKIT_TRY(check_target(dir));
+  const LlamaParams& p = tensors.params;
 
   // Everything that can fail on the inputs fails before anything is written.
   std::optional<HfTokenizerFiles> tokens;
@@ -191,14 +191,14 @@ Status write_model_hf(const std::string& dir_given, const LlamaModel& model, con
     auto files = hf_tokenizer_files(*gguf, p.n_ctx_train);
     if (!files.ok()) return files.error();
     tokens.emplace(std::move(*files));
-    config = config_json(p, dtype, &*tokens);
+    config = config_json(p, options.dtype, &*tokens);
   } else {
     const std::string src_config = source.path() + "/config.json";
     auto text = read_file(src_config);
     if (!text.ok()) return text.error();
     ojson c = ojson::parse(*text, nullptr, /*allow_exceptions=*/false);
     if (c.is_discarded() || !c.is_object()) return Error(src_config + ": not a JSON object");
-    c["torch_dtype"] = torch_dtype(dtype);
+    c["torch_dtype"] = torch_dtype(options.dtype);
     config = c.dump(2, ' ', false, ojson::error_handler_t::replace) + "\n";
     for (const char* name : kCopiedFromHf) {
       const std::string path = source.path() + "/" + name;
@@ -209,28 +209,11 @@ Status write_model_hf(const std::string& dir_given, const LlamaModel& model, con
       copied.emplace_back(name, std::move(*bytes));
     }
   }
-  auto named = model.tensors();
-  if (!named.ok()) return named.error().with_context(dir + ": ");
-  std::vector<OutputTensor> out;
-  for (NamedTensor& t : *named) {
-    const auto hf = hf_tensor_name(t.name, p);
-    if (!hf) return Error(dir + ": tensor '" + t.name + "' has no Hugging Face llama name");
-    Tensor rows = hf->second > 0 ? hf_rows_from_gguf(t.tensor, hf->second) : std::move(t.tensor);
-    if (dtype == DType::F32 || rows.shape().size() == 1) {
-      out.push_back(OutputTensor::owning(hf->first, std::move(rows)));
-    } else {
-      Tensor converted = Tensor::empty(dtype, rows.shape());
-      convert_from_f32(dtype, rows.as<float>(), converted.data(), static_cast<size_t>(rows.numel()));
-      out.push_back(OutputTensor::owning(hf->first, std::move(converted)));
-    }
-  }
 
   auto folder = PendingFolder::create(dir);
   if (!folder.ok()) return folder.error();
   const std::string tmp = folder->path();
-  WriteOptions options;
-  options.on_tensor = on_tensor;
-  NMKIT_TRY(write_safetensors(tmp + "/model.safetensors", out, Metadata{{"format", "pt"}}, options));
+  NMKIT_TRY(write_model_hf_weights(tmp + "/model.safetensors", tensors, options));
   NMKIT_TRY(write_text(tmp + "/config.json", config));
   if (tokens) {
     NMKIT_TRY(write_text(tmp + "/tokenizer.json", tokens->tokenizer_json));
@@ -240,6 +223,16 @@ Status write_model_hf(const std::string& dir_given, const LlamaModel& model, con
   for (const auto& [name, bytes] : copied) NMKIT_TRY(write_text(tmp + "/" + name, bytes));
   // The target is checked again at the rename: another writer may have made it meanwhile.
   return folder->commit([](const std::string& target) { return check_hf_output_folder(target); });
+}
+
+Status write_model_hf(const std::string& dir, const LlamaModel& model, const ModelSource& source, DType dtype,
+                      const std::function<void(size_t, size_t, const OutputTensor&)>& on_tensor) {
+  auto tensors = model_tensors(model);
+  if (!tensors.ok()) return tensors.error().with_context(dir + ": ");
+  ModelWriteOptions options;
+  options.dtype = dtype;
+  options.on_tensor = on_tensor;
+  return write_model_hf(dir, *tensors, source, options);
 }
 
 }  // namespace nmkit

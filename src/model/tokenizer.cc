@@ -329,5 +329,6 @@ TokenType Tokenizer::token_type(int32_t id) const {
 const std::string& Tokenizer::model() const { return impl_->vocab.model; }
 const std::string& Tokenizer::pre() const { return impl_->vocab.pre; }
 const std::string& Tokenizer::chat_template() const { return impl_->vocab.chat_template; }
+const TokenizerVocab& Tokenizer::vocab() const { return impl_->vocab; }
 
 }  // namespace nmkit
