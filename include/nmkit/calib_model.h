@@ -46,6 +46,9 @@ struct CalibOptions {
   // Beyond the papers: after the mask, refit the kept weights by least squares on the calibration
   // inputs (reconstruct_kept, this many CG steps; 0: off). Needs the full Hessian, also for Wanda.
   int refit_steps = 0;
+  // Which block linears to prune, by GGUF name (blk.B.attn_q.weight); unset: all of them. The
+  // others stay as they are (and are not in the report).
+  std::function<bool(std::string_view name)> selected;
   // Called when block b (of n_layer) is done.
   std::function<void(int64_t b, int64_t n_layer)> on_block;
 };

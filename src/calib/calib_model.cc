@@ -103,10 +103,14 @@ Result<CalibReport> calibrate_and_prune(LlamaModel& model, const std::vector<int
     times.pack += seconds_since(t0);
     return st;
   };
+  const auto selected = [&](int64_t b, const std::string& name) {
+    return !options.selected || options.selected(tensor_name(b, name));
+  };
   auto pack_block = [&](int64_t b) -> Status {
     if (options.format == CalibLinearFormat::Dense) return ok_status();
     const auto t0 = Clock::now();
     for (const std::string& name : linear_names) {
+      if (!selected(b, name)) continue;
       auto w = model.dense_weight(b, name);
       if (!w.ok()) return w.error();
       const Tensor copy = Tensor::copy_of(*w);
@@ -119,6 +123,7 @@ Result<CalibReport> calibrate_and_prune(LlamaModel& model, const std::vector<int
   if (options.method == CalibMethod::Magnitude && options.refit_steps == 0) {
     for (int64_t b = 0; b < p.n_layer; ++b) {
       for (const std::string& name : linear_names) {
+        if (!selected(b, name)) continue;
         const auto t0 = Clock::now();
         auto w = model.dense_weight(b, name);
         if (!w.ok()) return w.error();
@@ -204,6 +209,9 @@ Result<CalibReport> calibrate_and_prune(LlamaModel& model, const std::vector<int
     }
 
     for (const GroupStats& g : groups) {
+      if (std::none_of(g.names.begin(), g.names.end(), [&](const std::string& linear) { return selected(b, linear); })) {
+        continue;
+      }
       const std::string group_name = tensor_name(b, g.names.front());
       std::vector<double> H;
       InverseCholesky factor;
@@ -223,6 +231,7 @@ Result<CalibReport> calibrate_and_prune(LlamaModel& model, const std::vector<int
       const int64_t error_tokens = full_hessian ? g.stats->tokens() : g.error_stats ? g.error_stats->tokens() : 0;
       const std::vector<float> norms = sparsegpt ? std::vector<float>() : g.stats->act_norms();
       for (const std::string& name : g.names) {
+        if (!selected(b, name)) continue;
         const std::string full = tensor_name(b, name);
         auto w = model.dense_weight(b, name);
         if (!w.ok()) return w.error();

@@ -83,9 +83,11 @@ Result<Tokenizer> source_tokenizer(const ModelSource& source) {
 }
 
 Result<CalibRun> calibrate_model(LlamaModel& model, const Tokenizer* tokenizer, Pattern pattern,
-                                 CalibMethod method, const CalibFlags& flags, CalibLinearFormat format) {
+                                 CalibMethod method, const CalibFlags& flags, CalibLinearFormat format,
+                                 std::function<bool(std::string_view name)> selected) {
   CalibRun run;
   CalibOptions options;
+  options.selected = std::move(selected);
   options.pattern = pattern;
   options.method = method;
   options.format = format;

@@ -42,8 +42,10 @@ struct CalibRun {
   std::string text_path;
   int64_t text_tokens = 0;
 };
+// `selected` (by GGUF name; unset: all) picks the linears to prune (CalibOptions::selected).
 Result<CalibRun> calibrate_model(LlamaModel& model, const Tokenizer* tokenizer, Pattern pattern,
-                                 CalibMethod method, const CalibFlags& flags, CalibLinearFormat format);
+                                 CalibMethod method, const CalibFlags& flags, CalibLinearFormat format,
+                                 std::function<bool(std::string_view name)> selected = {});
 
 nlohmann::json calib_report_json(const CalibRun& run, Pattern pattern, CalibMethod method);
 // One summary line: "sparsegpt 6:8 on 64 x 256 tokens: 93.1 s (forward 40.2, Hessian 20.1, ...)".

@@ -89,10 +89,14 @@ Result<NameFilter> NameFilter::make(const std::string& include, const std::strin
   return filter;
 }
 
-bool NameFilter::selected(const std::string& name) const {
-  if (include_ && !re2::RE2::PartialMatch(name, *include_)) return false;
-  if (exclude_ && re2::RE2::PartialMatch(name, *exclude_)) return false;
-  return true;
+bool NameFilter::selected(const std::string& name) const { return selected(std::vector<std::string>{name}); }
+
+bool NameFilter::selected(const std::vector<std::string>& names) const {
+  const auto found = [&names](const re2::RE2& re) {
+    return std::any_of(names.begin(), names.end(), [&re](const std::string& n) { return re2::RE2::PartialMatch(n, re); });
+  };
+  if (include_ && !found(*include_)) return false;
+  return !(exclude_ && found(*exclude_));
 }
 
 std::function<bool(std::string_view name)> NameFilter::predicate() const {

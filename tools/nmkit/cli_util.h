@@ -56,6 +56,9 @@ class NameFilter {
  public:
   static Result<NameFilter> make(const std::string& include, const std::string& exclude);
   bool selected(const std::string& name) const;
+  // A tensor known by several names (a model linear: its GGUF and its Hugging Face name): selected
+  // when `include` is found in one of them and `exclude` in none.
+  bool selected(const std::vector<std::string>& names) const;
   // For the library's checkpoint transforms (include/nmkit/checkpoint_transform.h).
   std::function<bool(std::string_view name)> predicate() const;
 

@@ -28,6 +28,7 @@ struct PruneArgs {
   std::string exclude = kDefaultExclude;
   std::string report;
   ModelPruneFlags model;
+  bool pattern_given = false;  // --pattern on the command line (it may still be "")
 };
 
 // Parses the option strings and checks how they combine; the message quotes the option and the bad value.
@@ -68,9 +69,16 @@ Result<PruneCheckpointJob> make_job(const PruneArgs& args) {
 }
 
 int run(const PruneArgs& args) {
-  if (is_model_source(args.input)) {
-    return run_prune_model(args.input, args.output, args.pattern, args.method, args.format, args.report, args.model);
+  const bool model = is_model_source(args.input);
+  if (!args.pattern_given) {
+    return report_error(model ? "--pattern is required (nmkit convert MODEL -o OUT writes a model without pruning)"
+                              : "--pattern is required");
   }
+  if (model) {
+    return run_prune_model({args.input, args.output, args.pattern, args.method, args.format, args.report,
+                            args.include, args.exclude, args.model});
+  }
+  if (args.output.empty()) return report_error("-o: empty path");
   auto job = make_job(args);
   if (!job.ok()) return report_error(job.error());
   // Every file written must differ from every file read, the report included (issue 13, D1/D3).
@@ -131,19 +139,23 @@ const bool registered = register_command(CommandSpec{
     10,
     [](CLI::App& app) -> std::function<int()> {
       auto args = std::make_shared<PruneArgs>();
-      app.add_option("input", args->input, "Input checkpoint (.safetensors), or a model (GGUF file or Hugging Face folder)")->required();
-      app.add_option("-o,--output", args->output, "Output checkpoint (written atomically); for a GGUF/Hugging Face model: OUT.gguf, or a folder "
-                     "DIR/ holding a Hugging Face checkpoint")->required();
-      app.add_option("--pattern", args->pattern, "N:M pattern keep:group, e.g. 2:4, 6:8 (1 <= keep < group <= 64)")
+      app.add_option("input", args->input, "A model (GGUF file or Hugging Face folder), or a .safetensors checkpoint")
           ->required();
+      app.add_option("-o,--output", args->output, "Written atomically. A model: OUT.gguf, a folder DIR/ (Hugging Face "
+                     "layout), or from a Hugging Face folder OUT.safetensors (its weights alone); a checkpoint: "
+                     "OUT.safetensors")->required();
+      CLI::Option* pattern = app.add_option("--pattern", args->pattern, "N:M pattern keep:group, e.g. 2:4, 6:8 "
+                                            "(1 <= keep < group <= 64); to write a model unpruned, use nmkit convert");
       app.add_option("--method", args->method, "magnitude | gradient (|w*g|, needs --grad) | wanda (|w|*a[k], "
                                                "needs --act-norms); for a model: magnitude | wanda | sparsegpt, calibrated on --calib")
           ->capture_default_str();
       app.add_option("--grad", args->grad, "Gradients: one tensor per pruned weight, same name and shape");
       app.add_option("--act-norms", args->act_norms,
                      "Input-feature L2 norms: one 1-D [K] tensor per pruned weight, same name");
-      app.add_option("--include", args->include, "Prune only names where this regex is found (default: all)");
-      app.add_option("--exclude", args->exclude, "Never prune names where this regex is found")
+      app.add_option("--include", args->include, "Prune only tensors whose name this regex is found in (default: all); "
+                     "a model's linears go by GGUF and Hugging Face name (blk.0.attn_q.weight, "
+                     "model.layers.0.self_attn.q_proj.weight)");
+      app.add_option("--exclude", args->exclude, "Never prune tensors whose name this regex is found in")
           ->capture_default_str();
       app.add_option("--format", args->format,
                      "dense (masked, original layout) | sparse24 (NAME.values + NAME.meta, 2:4/1:4 only) | "
@@ -151,7 +163,10 @@ const bool registered = register_command(CommandSpec{
           ->capture_default_str();
       app.add_option("--report", args->report, "Write the metrics as JSON");
       add_model_prune_flags(app, args->model);
-      return [args] { return run(*args); };
+      return [args, pattern] {
+        args->pattern_given = pattern->count() > 0;
+        return run(*args);
+      };
     },
 });
 

@@ -1,5 +1,5 @@
-// `nmkit prune MODEL`: the model branch of `nmkit prune` (a GGUF file or a Hugging Face directory in,
-// GGUF or safetensors out), dispatched from cmd_prune.cc.
+// `nmkit prune MODEL`: the model branch of `nmkit prune` (a GGUF file or a Hugging Face folder in,
+// a GGUF file, a Hugging Face folder or HF-named safetensors out), dispatched from cmd_prune.cc.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -19,8 +19,11 @@ void add_model_prune_flags(CLI::App& app, ModelPruneFlags& flags);
 // A directory (Hugging Face model) or a file that starts with "GGUF".
 bool is_model_source(const std::string& path);
 
-int run_prune_model(const std::string& input, const std::string& output, const std::string& pattern,
-                    const std::string& method, const std::string& format, const std::string& report,
-                    const ModelPruneFlags& flags);
+struct ModelPruneArgs {
+  std::string input, output, pattern, method, format, report;
+  std::string include, exclude;  // regexes over each linear's GGUF and Hugging Face names
+  ModelPruneFlags flags;
+};
+int run_prune_model(const ModelPruneArgs& args);
 
 }  // namespace nmkit::cli
