@@ -44,7 +44,7 @@ const bool registered = register_command(CommandSpec{
     20,
     [](CLI::App& app) -> std::function<int()> {
       auto args = std::make_shared<InspectArgs>();
-      app.add_option("file", args->path, "Checkpoint (.safetensors or .gguf)")->required();
+      app.add_option("file", args->path, "Checkpoint (.safetensors or .gguf), or a Hugging Face model folder")->required();
       app.add_flag("--json", args->json, "Print JSON instead of a table");
       return [args] { return run(*args); };
     },

@@ -1,5 +1,7 @@
 #include "tools/nmkit/inspect_logic.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstring>
 #include <variant>
@@ -7,6 +9,7 @@
 
 #include "tools/nmkit/cli_util.h"
 #include "nmkit/format.h"
+#include "nmkit/model_source.h"
 #include "nmkit/safetensors.h"
 
 namespace nmkit::cli {
@@ -82,7 +85,9 @@ std::string InspectedTensor::format() const {
   return text;
 }
 
-Result<std::vector<InspectedTensor>> inspect_file(const std::string& path) {
+namespace {
+
+Result<std::vector<InspectedTensor>> inspect_one_file(const std::string& path) {
   auto kind = sniff_file_kind(path);
   if (kind.ok() && *kind == FileKind::Gguf) return inspect_gguf(path);
   // A file that cannot be read is left to SafetensorsFile::open, which names the reason.
@@ -125,6 +130,24 @@ Result<std::vector<InspectedTensor>> inspect_file(const std::string& path) {
       check_dense(view, out);
     }
     result.push_back(std::move(out));
+  }
+  return result;
+}
+
+}  // namespace
+
+Result<std::vector<InspectedTensor>> inspect_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return inspect_one_file(path);
+  // A Hugging Face model folder: the tensors of its safetensors files, shard after shard.
+  auto source = ModelSource::open(path);
+  if (!source.ok()) return source.error();
+  std::vector<InspectedTensor> result;
+  for (const std::string& file : source->input_files()) {
+    if (!file.ends_with(".safetensors")) continue;
+    auto tensors = inspect_one_file(file);
+    if (!tensors.ok()) return tensors.error();
+    for (InspectedTensor& t : *tensors) result.push_back(std::move(t));
   }
   return result;
 }

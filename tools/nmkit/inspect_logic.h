@@ -36,7 +36,7 @@ struct InspectedTensor {
 };
 
 // Reads and checks every tensor of the file (compressed ones are validated and decompressed; GGUF
-// ones dequantized).
+// ones dequantized); of a Hugging Face model folder, every tensor of its safetensors files.
 Result<std::vector<InspectedTensor>> inspect_file(const std::string& path);
 
 // inspect_gguf.cc: the file's format from its first bytes ("GGUF" magic, or a safetensors length
