@@ -1,8 +1,6 @@
 // `nmkit eval MODEL --text FILE`: perplexity by llama.cpp's protocol (docs/design.md 11.4).
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include <fmt/format.h>
@@ -12,24 +10,13 @@
 #include "tools/nmkit/cli_util.h"
 #include "tools/nmkit/command.h"
 #include "nmkit/files.h"
-#include "tools/nmkit/model_cli.h"
 #include "nmkit/perplexity.h"
+#include "tools/nmkit/memory.h"
+#include "tools/nmkit/model_cli.h"
+#include "tools/nmkit/text_file.h"
 
 namespace nmkit::cli {
 namespace {
-
-Result<std::string> read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error(path + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string text = ss.str();
-  if (auto bad = first_invalid_utf8(text)) {
-    return Error(path + ": not UTF-8 text (invalid byte 0x" +
-                 fmt::format("{:02X}", static_cast<unsigned char>(text[*bad])) + " at offset " + std::to_string(*bad) + ")");
-  }
-  return text;
-}
 
 const bool registered = register_command({
     "eval",
@@ -71,8 +58,10 @@ const bool registered = register_command({
         }
         if (args->ctx < 4) return report_error("--ctx " + std::to_string(args->ctx) + " is below 4");
         if (args->chunks < 0) return report_error("--chunks " + std::to_string(args->chunks) + " is negative");
-        auto text = read_text(args->text);
+        auto text = TextFile::open("--text", args->text);
         if (!text.ok()) return report_error(text.error());
+        // Its first MiB now: a binary file fails before the model loads.
+        if (Status st = text->read_at_least(size_t{1} << 20); !st.ok()) return report_error(st.error());
         auto source = open_model(args->model);
         if (!source.ok()) return report_error(source.error());
         if (args->ctx > source->params.n_ctx_train) {
@@ -89,13 +78,15 @@ const bool registered = register_command({
           if (!f.ok()) return report_error(f.error());
           json_file.emplace(std::move(f.value()));
         }
-        auto tokens = (*tokenizer)->encode(*text, (*tokenizer)->add_bos(), false);
-        if (!tokens.ok()) return report_error(tokens.error().with_context(args->text + ": "));
-        if (static_cast<int64_t>(tokens->size()) < 2 * args->ctx) {
-          return report_error(fmt::format("{}: {} tokens, fewer than 2 x ctx = {}", args->text, tokens->size(),
+        // --chunks N needs N x ctx tokens: only a prefix of a long text is read and tokenized.
+        auto text_tokens = tokenize_text(*text, **tokenizer, static_cast<size_t>(args->chunks * args->ctx));
+        if (!text_tokens.ok()) return report_error(text_tokens.error());
+        const std::vector<int32_t>& tokens = text_tokens->ids;
+        if (static_cast<int64_t>(tokens.size()) < 2 * args->ctx) {
+          return report_error(fmt::format("{}: {} tokens, fewer than 2 x ctx = {}", args->text, tokens.size(),
                                           2 * args->ctx));
         }
-        auto model = build_model(*source, *options);
+        auto model = build_model(*source, *options, args->ctx);
         if (!model.ok()) return report_error(model.error());
         if (calibrated) {
           auto run = calibrate_model(*model, tokenizer->get(), *calib_pattern, *calibrated, args->calib, calib_format);
@@ -113,17 +104,24 @@ const bool registered = register_command({
         po.on_chunk = [&progress](int64_t c, int64_t n, double ppl) {
           progress.update(static_cast<size_t>(c + 1), static_cast<size_t>(n), fmt::format("perplexity {:.4f}", ppl));
         };
-        auto result = perplexity(*model, *tokens, po);
+        MemoryActivity activity("evaluating " + args->model);
+        auto result = perplexity(*model, tokens, po);
         progress.clear();
         if (!result.ok()) return report_error(result.error().with_context(args->model + ": "));
         const double tps = static_cast<double>(result->tokens) / result->seconds;
         fmt::print("{} ({}) on {}: perplexity {:.4f}\n", args->model, describe(*options), args->text, result->perplexity);
-        fmt::print("{} text tokens, {} chunks of {} ({} tokens run, {} predictions), {:.1f} s, {:.1f} tokens/s\n",
-                   tokens->size(), result->chunks, args->ctx, result->tokens, result->predictions, result->seconds, tps);
+        const std::string tokenized =
+            text_tokens->whole ? fmt::format("{} text tokens", tokens.size())
+                               : fmt::format("{} tokens of the text's first {} bytes (enough for {} chunks)",
+                                             tokens.size(), text_tokens->tokenized_bytes, args->chunks);
+        fmt::print("{}, {} chunks of {} ({} tokens run, {} predictions), {:.1f} s, {:.1f} tokens/s\n", tokenized,
+                   result->chunks, args->ctx, result->tokens, result->predictions, result->seconds, tps);
         if (json_file) {
           nlohmann::json j = {{"model", args->model},           {"text", args->text},
                               {"weights", describe(*options)},  {"ctx", args->ctx},
-                              {"text_tokens", tokens->size()},  {"chunks", result->chunks},
+                              {"text_tokens", tokens.size()},  {"chunks", result->chunks},
+                              {"text_bytes_tokenized", text_tokens->tokenized_bytes},
+                              {"text_tokenized_whole", text_tokens->whole},
                               {"tokens", result->tokens},       {"predictions", result->predictions},
                               {"perplexity", result->perplexity}, {"nll_sum", result->nll_sum},
                               {"seconds", result->seconds},     {"tokens_per_second", tps},

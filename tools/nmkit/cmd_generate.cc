@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,9 @@ const bool registered = register_command({
         LlamaSession session(*model, n_prompt + n_gen);
         const int64_t V = model->params().n_vocab;
         std::vector<float> logits(static_cast<size_t>(V));
+        // Only ids the tokenizer can print: a model's vocabulary may be padded beyond it (check_vocabulary).
+        const std::span<const float> printable(logits.data(), static_cast<size_t>(tokenizer.n_vocab()));
+        MemoryActivity activity("generating with " + args->model);
         const auto t0 = Clock::now();
         Status st = model->forward(session, ids->data(), n_prompt, logits.data(), n_prompt - 1);
         if (!st.ok()) return report_error(st.error());
@@ -85,7 +89,7 @@ const bool registered = register_command({
         int64_t generated = 0, decoded = 0;  // tokens printed; one-token forward passes timed
         const auto t1 = Clock::now();
         for (;;) {
-          auto next = sampler->sample(logits);
+          auto next = sampler->sample(printable);
           if (!next.ok()) return report_error(next.error());
           if (tokenizer.is_eog(*next)) break;
           const std::string piece = tokenizer.token_to_piece(*next);

@@ -26,8 +26,12 @@ Result<OpenedModel> open_model(const std::string& path) {
   } else if (!shared->tokenizer_json().empty()) {
     tokenizer = Tokenizer::from_hf_json(shared->tokenizer_json());
   }
-  if (tokenizer.ok()) m.tokenizer = std::make_shared<const Tokenizer>(std::move(tokenizer.value()));
-  else m.tokenizer_error = tokenizer.error().message();
+  if (tokenizer.ok()) {
+    NMKIT_TRY(check_vocabulary(path, *tokenizer, m.params));
+    m.tokenizer = std::make_shared<const Tokenizer>(std::move(tokenizer.value()));
+  } else {
+    m.tokenizer_error = tokenizer.error().message();
+  }
   m.keep_alive = shared;
   return m;
 }
@@ -101,6 +105,12 @@ Result<LlamaModel> build_model(const OpenedModel& source, ModelOptions options, 
 Result<std::shared_ptr<const Tokenizer>> require_tokenizer(const OpenedModel& source) {
   if (!source.tokenizer) return Error(source.tokenizer_error);
   return source.tokenizer;
+}
+
+Status check_vocabulary(const std::string& model_path, const Tokenizer& tokenizer, const LlamaParams& params) {
+  if (tokenizer.n_vocab() <= params.n_vocab) return ok_status();
+  return Error(fmt::format("{}: the tokenizer has {} tokens, but the model's vocabulary only {} (token_embd rows)",
+                           model_path, tokenizer.n_vocab(), params.n_vocab));
 }
 
 }  // namespace nmkit::cli

@@ -14,7 +14,8 @@
 namespace nmkit::cli {
 
 // An opened model source (ModelSource: a GGUF file or a Hugging Face folder): parameters, a loader of
-// f32 tensors by GGUF name, and (when the source has one) its tokenizer. Holds the file open.
+// f32 tensors by GGUF name, and (when the source has one) its tokenizer, checked against the model's
+// vocabulary (check_vocabulary). Holds the file open.
 struct OpenedModel {
   std::string path;
   LlamaParams params;
@@ -46,5 +47,10 @@ void cache_tensors(OpenedModel& source);
 Result<LlamaModel> build_model(const OpenedModel& source, ModelOptions options, int64_t n_ctx = 0);
 // The source's tokenizer, or an Error naming the model.
 Result<std::shared_ptr<const Tokenizer>> require_tokenizer(const OpenedModel& source);
+
+// A tokenizer with more tokens than the model's vocabulary (token_embd rows) would feed the model ids
+// it has no row for: an Error naming the model and both counts, before anything is built. Fewer is
+// allowed (vocabularies padded to a multiple of 64, say); generate samples only the tokenizer's ids.
+Status check_vocabulary(const std::string& model_path, const Tokenizer& tokenizer, const LlamaParams& params);
 
 }  // namespace nmkit::cli
