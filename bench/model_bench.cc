@@ -1,8 +1,11 @@
 #include "model_bench.h"
 
+#include <fcntl.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -66,26 +69,51 @@ struct LlamaCppResult {
   std::string note;  // how it had to be run, when not as asked
 };
 
-// One llama-bench run with `extra` arguments: its exit status (from the shell: 128 + N for signal N)
-// and its standard output.
+// One llama-bench run with `extra` arguments: its exit status (128 + N for signal N; -1 when it
+// cannot be started) and its standard output (its standard error is discarded). Started with an
+// argument vector, never through a shell: file names are passed as they are, so one holding quotes
+// or "$(...)" is only a name (issue 24, item 3).
 std::pair<int, std::string> llama_bench_once(const ModelBenchOptions& o, const LlamaCppFile& file,
-                                             const std::string& extra) {
-  const std::string cmd = fmt::format("'{}' -m '{}' -t {} -p {} -n {} -r 3 {} -o json 2>/dev/null", o.llama_bench,
-                                      file.path, o.llamacpp_threads, o.prefill_tokens, o.decode_tokens, extra);
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return {-1, ""};
+                                             const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {o.llama_bench, "-m", file.path, "-t", std::to_string(o.llamacpp_threads),
+                                   "-p", std::to_string(o.prefill_tokens), "-n", std::to_string(o.decode_tokens),
+                                   "-r", "3"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  args.insert(args.end(), {"-o", "json"});
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) return {-1, ""};
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  pid_t pid = -1;
+  const int spawned = ::posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(out[1]);
   std::string text;
-  char buffer[4096];
-  size_t got;
-  while ((got = fread(buffer, 1, sizeof buffer, pipe)) > 0) text.append(buffer, got);
-  const int status = pclose(pipe);
-  return {status == -1 ? -1 : (WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)), text};
+  if (spawned == 0) {
+    char buffer[4096];
+    ssize_t got;
+    while ((got = ::read(out[0], buffer, sizeof buffer)) > 0 || (got < 0 && errno == EINTR)) {
+      if (got > 0) text.append(buffer, static_cast<size_t>(got));
+    }
+  }
+  ::close(out[0]);
+  if (spawned != 0) return {-1, ""};
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return {-1, text};
+  }
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), text};
 }
 
 LlamaCppResult run_llama_bench(const ModelBenchOptions& o, const LlamaCppFile& file) {
   LlamaCppResult out;
   out.label = file.label;
-  auto [status, text] = llama_bench_once(o, file, "");
+  auto [status, text] = llama_bench_once(o, file, {});
   if (status == -1) {
     out.error = "cannot run " + o.llama_bench;
     return out;
@@ -95,7 +123,7 @@ LlamaCppResult run_llama_bench(const ModelBenchOptions& o, const LlamaCppFile& f
     // on this project's Intel Xeon VMs (ggml_backend_amx_mul_mat, 2026-11-24); without the repack
     // it runs its AVX-512 kernels. Said next to the figures.
     const int first = status;
-    std::tie(status, text) = llama_bench_once(o, file, "--repack 0");
+    std::tie(status, text) = llama_bench_once(o, file, {"--repack", "0"});
     if (status == 0) out.note = fmt::format("(--repack 0: llama-bench exited {} with its default repack)", first);
   }
   auto json = nlohmann::json::parse(text, nullptr, false);
