@@ -28,87 +28,16 @@ Usage: calibrated_prune_e2e.py --nmkit PATH/TO/nmkit
 import argparse
 import json
 import os
-import struct
 import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
-P = dict(n_vocab=258, n_embd=64, n_layer=2, n_head=4, n_head_kv=2, n_ff=84, n_ctx=128, rms_eps=1e-5)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "model"))
+from tiny_llama import P, read_gguf, read_safetensors, write_hf, write_model  # noqa: E402
+
 SEQS, LEN = 6, 32
-
-
-def bytes_to_unicode():
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
-        list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, map(chr, cs)))
-
-
-def write_model(path, rng, edit=None, block_count=None):
-    """edit(tensors) may change the tensors (bad input); block_count overrides the metadata's."""
-    import gguf
-    d, hd = P["n_embd"], P["n_embd"] // P["n_head"]
-    t = {"token_embd.weight": rng.normal(0, 1.0, (P["n_vocab"], d)),
-         "output_norm.weight": rng.uniform(0.5, 1.5, d)}
-    for b in range(P["n_layer"]):
-        pre = f"blk.{b}."
-        t[pre + "attn_norm.weight"] = rng.uniform(0.5, 1.5, d)
-        shapes = {"attn_q": (P["n_head"] * hd, d), "attn_k": (P["n_head_kv"] * hd, d),
-                  "attn_v": (P["n_head_kv"] * hd, d), "attn_output": (d, P["n_head"] * hd),
-                  "ffn_gate": (P["n_ff"], d), "ffn_up": (P["n_ff"], d), "ffn_down": (d, P["n_ff"])}
-        for name, shape in shapes.items():
-            t[pre + name + ".weight"] = rng.normal(0, 1.0 / np.sqrt(shape[1]), shape)
-        t[pre + "ffn_norm.weight"] = rng.uniform(0.5, 1.5, d)
-    t = {k: v.astype(np.float32) for k, v in t.items()}
-    if edit:
-        edit(t)
-    b2u = bytes_to_unicode()
-    tokens = [b2u[i] for i in range(256)] + [b2u[0] + b2u[1], "<|endoftext|>"]
-    w = gguf.GGUFWriter(path, "llama")
-    w.add_name("tiny-calib-test")
-    w.add_context_length(P["n_ctx"])
-    w.add_embedding_length(d)
-    w.add_block_count(P["n_layer"] if block_count is None else block_count)
-    w.add_feed_forward_length(P["n_ff"])
-    w.add_head_count(P["n_head"])
-    w.add_head_count_kv(P["n_head_kv"])
-    w.add_layer_norm_rms_eps(P["rms_eps"])
-    w.add_rope_freq_base(10000.0)
-    w.add_vocab_size(P["n_vocab"])
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("gpt2")
-    w.add_token_list(tokens)
-    w.add_token_types([1] * 257 + [3])
-    w.add_token_merges([b2u[0] + " " + b2u[1]])  # bytes 0 and 1: never in the text
-    w.add_bos_token_id(257)
-    w.add_eos_token_id(257)
-    w.add_add_bos_token(False)
-    for name, value in t.items():
-        w.add_tensor(name, value)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return t
-
-
-def read_gguf(path):
-    import gguf
-    r = gguf.GGUFReader(path)
-    tensors = {}
-    for t in r.tensors:
-        shape = [int(x) for x in reversed(t.shape.tolist())]
-        tensors[t.name] = np.array(t.data, dtype=np.float32).reshape(shape)
-    keys = [f.name for f in r.fields.values() if not f.name.startswith("GGUF.")]
-    return r, tensors, keys
 
 
 def wanda_mask(w, a, keep, group):
@@ -130,64 +59,6 @@ def calib_tokens(text_bytes):
     n_seq = min(SEQS, n // LEN)
     stride = n // n_seq
     return np.array([list(text_bytes[i * stride:i * stride + LEN]) for i in range(n_seq)]).reshape(-1)
-
-
-HF_BLOCK = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
-            "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj",
-            "ffn_norm": "post_attention_layernorm", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
-            "ffn_down": "mlp.down_proj"}
-
-
-def to_hf(name, value):
-    """GGUF name and rows -> HF name and rows (convert_hf_to_gguf.py's permute, inverted)."""
-    top = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight"}
-    if name in top:
-        return top[name], value
-    _, b, linear, _ = name.split(".")
-    heads = {"attn_q": P["n_head"], "attn_k": P["n_head_kv"]}.get(linear)
-    if heads:
-        rows, K = value.shape
-        hd = rows // heads
-        # GGUF row h*hd + 2i + s holds HF row h*hd + s*hd/2 + i
-        value = value.reshape(heads, hd // 2, 2, K).swapaxes(1, 2).reshape(rows, K)
-    return f"model.layers.{b}.{HF_BLOCK[linear]}.weight", value
-
-
-def write_hf(folder, src):
-    os.makedirs(folder)
-    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": P["n_vocab"],
-           "hidden_size": P["n_embd"], "intermediate_size": P["n_ff"], "num_hidden_layers": P["n_layer"],
-           "num_attention_heads": P["n_head"], "num_key_value_heads": P["n_head_kv"],
-           "rms_norm_eps": P["rms_eps"], "rope_theta": 10000.0, "max_position_embeddings": P["n_ctx"],
-           "tie_word_embeddings": True, "hidden_act": "silu"}
-    with open(os.path.join(folder, "config.json"), "w") as f:
-        json.dump(cfg, f)
-    header, blobs, off = {}, [], 0
-    hf = dict(to_hf(n, v) for n, v in src.items())
-    for name, value in hf.items():
-        raw = np.ascontiguousarray(value, dtype="<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(value.shape), "data_offsets": [off, off + len(raw)]}
-        blobs.append(raw)
-        off += len(raw)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(os.path.join(folder, "model.safetensors"), "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
-    return hf
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = info["data_offsets"]
-        out[name] = np.frombuffer(data[a:b], dtype="<f4").reshape(info["shape"])
-    return out
 
 
 def run(cmd, expect_ok=True):
