@@ -305,6 +305,19 @@ def item7_early_errors(tmp, tiny_tensors):
     expect_error("7: an unwritable -o fails before the calibration",
                  nmkit("prune", tiny, "-o", out, "--pattern", "2:4", "--method", "wanda", "--calib", short, *CALIB),
                  "-o", "missing/out.gguf", "cannot create a temporary")
+    # A file system too small for the tensors (a 64 KiB tmpfs; mounting needs root: SKIP otherwise).
+    small = os.path.join(tmp, "small")
+    os.makedirs(small)
+    if run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", small]).returncode != 0:
+        print("SKIP: 7 (a full file system): cannot mount a tmpfs here")
+    else:
+        try:
+            out = os.path.join(small, "out.gguf")
+            expect_error("7: a file system without room fails before the calibration",
+                         nmkit("prune", tiny, "-o", out, "--pattern", "2:4", "--method", "wanda", "--calib", short,
+                               *CALIB), "-o", "needs", "its file system has", absent=[out], folder=small)
+        finally:
+            run(["umount", small])
     expect_error("7: eval --text DIR/", nmkit("eval", tiny, "--text", tmp + "/"), "a folder, not a text file")
     # inspect of a Hugging Face folder lists its tensors (it said "starts with bytes []").
     hf = os.path.join(tmp, "hf2")
