@@ -33,12 +33,13 @@ int run(const ConvertArgs& args) {
       return report_error(st.error());
     }
   }
-  fmt::print("wrote {} ({}, {} tensors of {} blocks, {}){}\n", args.output, args.dtype,
-             source->tensor_names().size(), source->params().n_layer,
-             human_bytes(static_cast<double>(model_file_bytes(source->params(), output->dtype))),
-             output->kind == ModelOutput::Kind::Gguf && source->gguf() == nullptr && source->tokenizer_json().empty()
-                 ? "; note: the folder has no tokenizer.json, so the file has no tokenizer (llama.cpp needs one)"
-                 : "");
+  fmt::print("wrote {} ({}, {} tensors of {} blocks, {})\n", args.output, args.dtype, source->tensor_names().size(),
+             source->params().n_layer,
+             human_bytes(static_cast<double>(model_file_bytes(source->params(), output->dtype))));
+  if (output->kind == ModelOutput::Kind::Gguf && source->gguf() == nullptr && source->tokenizer_json().empty()) {
+    fmt::print(stderr, "nmkit: note: {} has no tokenizer.json, so {} has no tokenizer (llama.cpp needs one)\n",
+               args.input, args.output);
+  }
   return 0;
 }
 

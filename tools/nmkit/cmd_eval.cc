@@ -112,7 +112,7 @@ const bool registered = register_command({
         fmt::print("{} ({}) on {}: perplexity {:.4f}\n", args->model, describe(*options), args->text, result->perplexity);
         const std::string tokenized =
             text_tokens->whole ? fmt::format("{} text tokens", tokens.size())
-                               : fmt::format("{} tokens of the text's first {} bytes (enough for {} chunks)",
+                               : fmt::format("{} tokens of the text's first {} bytes (as many as --chunks {} needs)",
                                              tokens.size(), text_tokens->tokenized_bytes, args->chunks);
         fmt::print("{}, {} chunks of {} ({} tokens run, {} predictions), {:.1f} s, {:.1f} tokens/s\n", tokenized,
                    result->chunks, args->ctx, result->tokens, result->predictions, result->seconds, tps);

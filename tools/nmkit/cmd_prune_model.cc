@@ -98,8 +98,7 @@ int run_prune_model(const ModelPruneArgs& a) {
     model = LlamaModel::build(params, source->loader(), options);
   }
   if (!model.ok()) return report_error(model.error());
-  CalibFlags calib = a.flags.calib;
-  auto run = calibrate_model(*model, tokenizer ? &*tokenizer : nullptr, *pattern, *method, calib,
+  auto run = calibrate_model(*model, tokenizer ? &*tokenizer : nullptr, *pattern, *method, a.flags.calib,
                              CalibLinearFormat::Dense,
                              [&chosen](std::string_view name) { return chosen.count(std::string(name)) > 0; });
   if (!run.ok()) return report_error(run.error());

@@ -64,9 +64,14 @@ std::optional<uint64_t> cgroup_left() {
   return left_under(max, current > cache ? current - cache : 0);
 }
 
-std::string gb(uint64_t bytes) { return fmt::format("{:.2f} GB", static_cast<double>(bytes) / 1e9); }
-
 }  // namespace
+
+std::string decimal_bytes(uint64_t bytes) {
+  const auto b = static_cast<double>(bytes);
+  if (b >= 1e9) return fmt::format("{:.2f} GB", b / 1e9);
+  if (b >= 1e6) return fmt::format("{:.1f} MB", b / 1e6);
+  return fmt::format("{:.1f} kB", b / 1e3);
+}
 
 MemoryBudget available_memory() {
   MemoryBudget budget;
@@ -104,8 +109,8 @@ uint64_t model_bytes_at_least(const LlamaParams& p, const ModelOptions& o, int64
 Status check_memory(const std::string& what, uint64_t bytes, const std::string& for_what) {
   const MemoryBudget budget = available_memory();
   if (bytes <= budget.bytes) return ok_status();
-  return Error(fmt::format("{}: needs at least {} ({}), {} available ({})", what, gb(bytes), for_what,
-                           gb(budget.bytes), budget.limit));
+  return Error(fmt::format("{}: needs at least {} ({}), {} available ({})", what, decimal_bytes(bytes), for_what,
+                           decimal_bytes(budget.bytes), budget.limit));
 }
 
 MemoryActivity::MemoryActivity(std::string what) : previous_(std::move(g_activity)) { g_activity = std::move(what); }
@@ -119,11 +124,11 @@ void record_failed_allocation(size_t bytes) noexcept { g_failed_bytes.store(byte
 
 std::string out_of_memory_message() {
   const size_t bytes = g_failed_bytes.load(std::memory_order_relaxed);
-  std::string text = bytes > 0 ? fmt::format("cannot allocate {} ({} bytes)", gb(bytes), bytes) : "cannot allocate memory";
+  std::string text = bytes > 0 ? fmt::format("cannot allocate {} ({} bytes)", decimal_bytes(bytes), bytes) : "cannot allocate memory";
   if (!g_activity.empty()) text += " while " + g_activity;
   const MemoryBudget budget = available_memory();
   text += ": out of memory";
-  if (!budget.limit.empty()) text += fmt::format(" ({} available: {})", gb(budget.bytes), budget.limit);
+  if (!budget.limit.empty()) text += fmt::format(" ({} available: {})", decimal_bytes(budget.bytes), budget.limit);
   return text;
 }
 

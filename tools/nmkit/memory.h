@@ -28,6 +28,9 @@ MemoryBudget available_memory();
 // with keep_dense_weights), the f32 embedding, the head in the weight dtype, and the KV cache.
 uint64_t model_bytes_at_least(const LlamaParams& params, const ModelOptions& options, int64_t n_ctx);
 
+// "1.07 GB", "287.7 kB": sizes in the memory and disk-space messages (decimal units, as df -H).
+std::string decimal_bytes(uint64_t bytes);
+
 // An Error "WHAT: needs at least N GB (for ...), M GB available (LIMIT)" when `bytes` exceeds
 // available_memory().
 Status check_memory(const std::string& what, uint64_t bytes, const std::string& for_what);

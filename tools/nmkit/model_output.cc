@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "tools/nmkit/cli_util.h"
+#include "tools/nmkit/memory.h"  // decimal_bytes
 
 namespace nmkit::cli {
 namespace {
@@ -30,8 +31,6 @@ std::string parent_folder(const std::string& path) {
   const fs::path parent = fs::path(without_trailing_slashes(path)).parent_path();
   return parent.empty() ? "." : parent.string();
 }
-
-std::string gb(uint64_t bytes) { return fmt::format("{:.2f} GB", static_cast<double>(bytes) / 1e9); }
 
 }  // namespace
 
@@ -102,7 +101,7 @@ Status check_model_output(const ModelOutput& output, const ModelSource& source,
     const uint64_t free_bytes = static_cast<uint64_t>(fs_stat.f_bavail) * fs_stat.f_frsize;
     if (needed > free_bytes) {
       return Error(fmt::format("-o {}: needs {} for the {} tensors, its file system has {} free", output.path,
-                               gb(needed), dtype_name(output.dtype), gb(free_bytes)));
+                               decimal_bytes(needed), dtype_name(output.dtype), decimal_bytes(free_bytes)));
     }
   }
   return ok_status();
