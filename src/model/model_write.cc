@@ -46,9 +46,9 @@ Status convert_checked(const float* src, const Shape& shape, DType dtype, std::b
     if ((bits & exponent) != exponent || !std::isfinite(src[i])) continue;
     const auto cols = static_cast<size_t>(shape.size() == 2 ? shape[1] : static_cast<int64_t>(n));
     char value[32];
-    char* end = std::to_chars(value, value + sizeof(value), src[i]).ptr;
+    const std::string shortest(value, std::to_chars(value, value + sizeof(value), src[i]).ptr);
     return Error(where + ": element [" + std::to_string(i / cols) + ", " + std::to_string(i % cols) + "] = " +
-                 std::string(value, static_cast<size_t>(end - value)) + " does not fit " + std::string(dtype_name(dtype)) + " (largest " +
+                 shortest + " does not fit " + std::string(dtype_name(dtype)) + " (largest " +
                  (dtype == DType::F16 ? "65504): write f32 or bf16" : "3.39e38): write f32"));
   }
   return ok_status();
