@@ -75,9 +75,13 @@ class LlamaModel;
 // A KV cache and the scratch buffers of one sequence. Layout of the cache of a layer: K transposed,
 // (n_head_kv, head_dim, n_ctx), so that the scores of a query over all positions are a sum over
 // head_dim of contiguous rows (vectorizes without reordering float sums); V (n_head_kv, n_ctx,
-// head_dim). Contiguous per layer; allocated once, at construction.
+// head_dim). Sized for n_ctx positions once, at creation; the pages of positions not yet written
+// take no memory.
 class LlamaSession {
  public:
+  // An Error naming the bytes when the cache of n_ctx positions cannot be allocated.
+  static Result<LlamaSession> create(const LlamaModel& model, int64_t n_ctx);
+  // The same, throwing std::bad_alloc on that failure.
   LlamaSession(const LlamaModel& model, int64_t n_ctx);
   LlamaSession(LlamaSession&&) noexcept;
   LlamaSession& operator=(LlamaSession&&) noexcept;
@@ -85,10 +89,13 @@ class LlamaSession {
   int64_t n_ctx() const;
   int64_t position() const;  // tokens in the cache
   void reset();              // empties the cache (buffers are kept)
+  // Bytes of the KV cache of n_ctx positions for `params` (what create() allocates).
+  static size_t cache_bytes(const LlamaParams& params, int64_t n_ctx);
 
  private:
   friend class LlamaModel;
   struct State;
+  explicit LlamaSession(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;
 };
 
