@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "nmkit/dtype.h"
+#include "nmkit/gguf.h"
 #include "nmkit/pattern.h"
 #include "nmkit/prune.h"
 #include "nmkit/status.h"
@@ -43,6 +44,33 @@ struct LlamaParams {
 // "blk.B.attn_norm.weight", "blk.B.attn_q.weight", ...), each as f32: matrices [rows, K], norms [n].
 // An absent tensor is an Error naming it.
 using TensorLoader = std::function<Result<Tensor>(const std::string& name)>;
+
+// A tensor's bytes as its file stores them, viewed in place in the file's read-only mapping: `shape`
+// is nmkit's ([rows, K], or [n]), the rows lie one after another from `data`, each `row_bytes`
+// long, in ggml `type` (F32, F16, BF16 or a block type such as Q8_0; safetensors' F32/F16/BF16 are
+// the same types). `owner` keeps the mapping alive for as long as a model reads the bytes.
+struct MappedTensor {
+  GgmlType type = GgmlType::F32;
+  Shape shape;
+  const std::byte* data = nullptr;
+  size_t row_bytes = 0;
+  std::shared_ptr<const void> owner;
+};
+
+// Where LlamaModel::build reads a model's tensors, by GGUF name (docs/design.md 14: a model holds its
+// packed weights and nothing else that scales with it).
+struct ModelTensors {
+  // The tensor as f32 (q/k rows in GGUF order). Required.
+  TensorLoader load_f32;
+  // The tensor's stored bytes in place, when its rows are in GGUF order as stored (a Hugging Face
+  // q/k weight is not: its rows are permuted on load); nullopt otherwise, or when unset. The
+  // embedding is then looked up row by row from them, and a weight whose stored dtype is its packed
+  // form's is read where it lies.
+  std::function<std::optional<MappedTensor>(const std::string& name)> stored;
+  // Called once the model will not read a tensor's stored bytes again (it converted them): their
+  // pages may leave memory (ModelSource drops them from the mapping). Optional.
+  std::function<void(const std::string& name)> release;
+};
 
 // How the block linears are held and run after pruning (docs/design.md 4 and 5): a checkpoint's WeightFormat
 // plus Slid, which a checkpoint stores as a dense or sparse24 weight with a slide record.
@@ -118,6 +146,9 @@ struct NamedTensor {
 class LlamaModel {
  public:
   // Builds every layer from `load` (tensor names and shapes checked against `params`).
+  static Result<LlamaModel> build(const LlamaParams& params, const ModelTensors& tensors,
+                                  const ModelOptions& options = {});
+  // The same from f32 tensors alone (tests, models made in memory).
   static Result<LlamaModel> build(const LlamaParams& params, const TensorLoader& load,
                                   const ModelOptions& options = {});
   LlamaModel(LlamaModel&&) noexcept;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -43,6 +44,15 @@ Result<MappedFile> MappedFile::open_read(const std::string& path) {
   ::close(fd);  // the mapping keeps its own reference to the file
   if (map == MAP_FAILED) return Error(path + ": cannot map " + std::to_string(size) + " bytes: " + errno_text(err));
   return MappedFile(static_cast<const std::byte*>(map), size, io::register_mapping(map, size, path.c_str()));
+}
+
+void release_pages(const void* data, size_t bytes) {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t first = (begin + page - 1) / page * page, last = (begin + bytes) / page * page;
+  // Only whole pages: the neighbours' bytes on a shared page stay mapped. Advice, so a failure
+  // (never expected on a valid mapping) changes nothing but memory use.
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 MappedFile::MappedFile(MappedFile&& other) noexcept

@@ -1,6 +1,7 @@
 // Building a LlamaModel: loading and checking every tensor, pruning on load (docs/design.md 11.5) and
 // packing the linears into SparseLinears; replacing a linear later (calibrated pruning); the tensors
 // for saving.
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -11,6 +12,7 @@
 #include "nmkit/format.h"
 #include "nmkit/slide.h"
 #include "nmkit/slide_geometry.h"
+#include "nmkit/threads.h"
 
 namespace nmkit {
 
@@ -157,6 +159,25 @@ Tensor stack_rows(const std::vector<const Tensor*>& parts) {
   return out;
 }
 
+// An Error naming the first non-finite element of t (docs/design.md 2), scanned over the pool.
+Status check_finite(const Tensor& t, const std::string& name) {
+  const float* v = t.as<float>();
+  std::atomic<int64_t> bad{-1};
+  parallel_for(t.numel(), 1 << 18, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      if (!std::isfinite(v[i])) {
+        int64_t expected = -1;
+        bad.compare_exchange_strong(expected, i);  // a thread's first; the lowest is found below
+        return;
+      }
+    }
+  });
+  if (bad.load() < 0) return ok_status();
+  int64_t i = 0;
+  while (std::isfinite(v[i])) ++i;
+  return Error(name + ": element " + std::to_string(i) + " is " + std::to_string(v[i]));
+}
+
 Result<Tensor> load_checked(const TensorLoader& load, const std::string& name, const Shape& shape) {
   auto t = load(name);
   if (!t.ok()) return t.error();
@@ -166,13 +187,7 @@ Result<Tensor> load_checked(const TensorLoader& load, const std::string& name, c
   if (t->shape() != shape) {
     return Error(name + ": shape " + shape_str(t->shape()) + " does not match the model's " + shape_str(shape));
   }
-  const float* v = t->as<float>();
-  const int64_t numel = t->numel();
-  for (int64_t i = 0; i < numel; ++i) {
-    if (!std::isfinite(v[i])) {
-      return Error(name + ": element " + std::to_string(i) + " is " + std::to_string(v[i]));
-    }
-  }
+  NMKIT_TRY(check_finite(*t, name));
   return t;
 }
 
@@ -208,22 +223,57 @@ const ModelOptions& LlamaModel::options() const { return impl_->options; }
 
 Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const TensorLoader& load,
                                      const ModelOptions& options) {
+  ModelTensors tensors;
+  tensors.load_f32 = load;
+  return build(params, tensors, options);
+}
+
+namespace model {
+namespace {
+
+// The embedding in its file's dtype when the source gives its bytes, else as f32.
+Result<Embedding> load_embedding(const ModelTensors& src, const LlamaParams& p) {
+  const std::string name = "token_embd.weight";
+  const Shape shape{p.n_vocab, p.n_embd};
+  if (src.stored) {
+    if (auto stored = src.stored(name)) {
+      if (stored->shape != shape) {
+        return Error(name + ": shape " + shape_str(stored->shape) + " does not match the model's " + shape_str(shape));
+      }
+      return Embedding::over(std::move(*stored), name);
+    }
+  }
+  auto t = load_checked(src.load_f32, name, shape);
+  if (!t.ok()) return t.error();
+  return Embedding::of(std::move(*t));
+}
+
+void release(const ModelTensors& src, const std::string& name) {
+  if (src.release) src.release(name);
+}
+
+}  // namespace
+}  // namespace model
+
+Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTensors& tensors,
+                                     const ModelOptions& options) {
   NMKIT_TRY(params.validate());
   NMKIT_TRY(model::check_format(options.weights, options.format, options.pattern));  // before any loading
-  if (options.format != LinearFormat::Dense || options.pattern) {
-    if (options.format != LinearFormat::Dense && !options.pattern) {
-      return Error("model: format " + std::string(linear_format_name(options.format)) + " needs --pattern");
-    }
+  if (options.format != LinearFormat::Dense && !options.pattern) {
+    return Error("model: format " + std::string(linear_format_name(options.format)) + " needs --pattern");
   }
   if (options.pattern && options.method != PruneMethod::Magnitude) {
     return Error("model: pruning on load supports the magnitude method only (calibrated methods prune "
                  "through the model, docs/design.md 12)");
   }
+  if (!tensors.load_f32) return Error("model: no tensor loader");
+  const TensorLoader& load = tensors.load_f32;
   auto impl = std::make_unique<Impl>();
   impl->params = params;
   impl->options = options;
+  impl->source = tensors;
   const int64_t d = params.n_embd, hd = params.head_dim();
-  auto embd = model::load_checked(load, "token_embd.weight", {params.n_vocab, d});
+  auto embd = model::load_embedding(tensors, params);
   if (!embd.ok()) return embd.error();
   impl->token_embd = std::move(embd.value());
   auto out_norm = model::load_checked(load, "output_norm.weight", {d});
@@ -242,39 +292,49 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const TensorLoad
     auto fn = model::load_checked(load, model::block_tensor_name(b, "ffn_norm"), {d});
     if (!fn.ok()) return fn.error();
     block.ffn_norm = std::move(fn.value());
+    // Group by group (q/k/v, o, gate/up, down), each weight loaded, pruned and packed, then freed
+    // and its file pages released before the next: the transient memory is one group's f32 weights.
     std::vector<Tensor> weights(7);
-    for (size_t i = 0; i < 7; ++i) {
-      const std::string name = model::block_tensor_name(b, block_linear_names()[i]);
-      auto w = model::load_checked(load, name, shapes[i]);
-      if (!w.ok()) return w.error();
-      if (options.pattern) {
-        auto pruned = prune(w->view(), *options.pattern, options.method, {}, name);
-        if (!pruned.ok()) return pruned.error();
-        weights[i] = std::move(pruned->pruned);
-      } else {
-        weights[i] = std::move(w.value());
-      }
-    }
     for (int g = 0; g < model::kGroupCount; ++g) {
+      for (size_t i = 0; i < 7; ++i) {
+        if (model::kLinearGroup[i] != g) continue;
+        const std::string name = model::block_tensor_name(b, block_linear_names()[i]);
+        auto w = model::load_checked(load, name, shapes[i]);
+        if (!w.ok()) return w.error();
+        if (options.pattern) {
+          auto pruned = prune(w->view(), *options.pattern, options.method, {}, name);
+          if (!pruned.ok()) return pruned.error();
+          weights[i] = std::move(pruned->pruned);
+        } else {
+          weights[i] = std::move(w.value());
+        }
+      }
       NMKIT_TRY(block.pack_group(g, params, options, b, weights, options.format, options.pattern));
+      for (size_t i = 0; i < 7; ++i) {
+        if (model::kLinearGroup[i] != g) continue;
+        model::release(tensors, model::block_tensor_name(b, block_linear_names()[i]));
+        if (!options.keep_dense_weights) weights[i] = Tensor();
+      }
     }
     if (options.keep_dense_weights) block.dense = std::move(weights);
     if (options.on_block) options.on_block(b, params.n_layer);
   }
 
-  // The head stays dense (docs/design.md 11.5), in the model's weight dtype.
+  // The head stays dense (docs/design.md 11.5), in the model's weight dtype; a tied head is packed
+  // from the embedding, which is then looked up in the file's bytes.
+  const std::string head_name = params.tied_output ? "token_embd.weight" : "output.weight";
   Tensor output;
   if (params.tied_output) {
-    output = Tensor::copy_of(impl->token_embd.view());
+    output = impl->token_embd.to_f32();
   } else {
-    auto w = model::load_checked(load, "output.weight", {params.n_vocab, d});
+    auto w = model::load_checked(load, head_name, {params.n_vocab, d});
     if (!w.ok()) return w.error();
     output = std::move(w.value());
   }
-  auto head = model::pack_linear(output, options.weights, LinearFormat::Dense, std::nullopt,
-                                 params.tied_output ? "token_embd.weight" : "output.weight");
+  auto head = model::pack_linear(output, options.weights, LinearFormat::Dense, std::nullopt, head_name);
   if (!head.ok()) return head.error();
   impl->head = std::make_unique<SparseLinear>(std::move(head.value()));
+  model::release(tensors, head_name);
   if (!params.tied_output && options.keep_dense_weights) impl->output = std::move(output);
   return LlamaModel(std::move(impl));
 }
@@ -311,7 +371,7 @@ Result<std::vector<NamedTensor>> LlamaModel::tensors() const {
   const Impl& m = *impl_;
   if (!m.options.keep_dense_weights) return Error("model: tensors() needs ModelOptions::keep_dense_weights");
   std::vector<NamedTensor> out;
-  out.push_back({"token_embd.weight", Tensor::copy_of(m.token_embd.view())});
+  out.push_back({"token_embd.weight", m.token_embd.to_f32()});
   out.push_back({"output_norm.weight", Tensor::copy_of(m.output_norm.view())});
   if (!m.params.tied_output) out.push_back({"output.weight", Tensor::copy_of(m.output.view())});
   for (int64_t b = 0; b < m.params.n_layer; ++b) {

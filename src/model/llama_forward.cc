@@ -34,11 +34,7 @@ Status check_tokens(const LlamaParams& p, const int32_t* tokens, int64_t n) {
 }
 
 void embed_rows(const LlamaModel::Impl& m, const int32_t* tokens, int64_t n, float* hidden) {
-  const int64_t d = m.params.n_embd;
-  for (int64_t i = 0; i < n; ++i) {
-    std::memcpy(hidden + i * d, m.token_embd.as<float>() + static_cast<int64_t>(tokens[i]) * d,
-                static_cast<size_t>(d) * sizeof(float));
-  }
+  m.token_embd.rows(tokens, n, hidden);
 }
 
 }  // namespace

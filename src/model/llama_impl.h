@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "nmkit/linear.h"
+#include "model/embedding.h"
 #include "nmkit/model.h"
 
 namespace nmkit::model {
@@ -62,7 +63,8 @@ namespace nmkit {
 struct LlamaModel::Impl {
   LlamaParams params;
   ModelOptions options;
-  Tensor token_embd;   // f32 [n_vocab, n_embd]: the embedding lookup (and the tied head's source)
+  ModelTensors source;  // where the tensors came from (reloads for writers and calibration)
+  model::Embedding token_embd;  // [n_vocab, n_embd] in the file's dtype
   Tensor output_norm;  // f32 [n_embd]
   Tensor output;       // f32 [n_vocab, n_embd] when separate and kept
   std::unique_ptr<SparseLinear> head;

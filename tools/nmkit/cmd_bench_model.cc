@@ -71,12 +71,10 @@ const bool registered = register_command({
         }
         auto opened = open_model(args->model);
         if (!opened.ok()) return report_error(opened.error());
-        // The source tensors are read once and shared by every variant's build.
         auto source = std::make_shared<OpenedModel>(std::move(opened.value()));
-        cache_tensors(*source);
         bench::ModelBenchOptions o;
         o.model_label = args->model;
-        o.build = [source](const ModelOptions& options) { return LlamaModel::build(source->params, source->load, options); };
+        o.build = [source](const ModelOptions& options) { return LlamaModel::build(source->params, source->tensors, options); };
         if (!args->variants.empty()) {
           std::vector<bench::ModelVariant> chosen;
           for (const auto& v : o.variants) {

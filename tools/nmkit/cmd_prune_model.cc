@@ -183,7 +183,7 @@ int run_prune_model(const std::string& input, const std::string& output, const s
   }
   ModelOptions options;
   options.keep_dense_weights = true;
-  auto model = LlamaModel::build(source->params(), source->loader(), options);
+  auto model = LlamaModel::build(source->params(), source->tensors(), options);
   if (!model.ok()) return report_error(model.error());
   auto run = calibrate_model(*model, tokenizer ? &*tokenizer : nullptr, *pattern, *method, flags.calib,
                              CalibLinearFormat::Dense);

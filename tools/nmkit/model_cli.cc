@@ -1,6 +1,5 @@
 #include "tools/nmkit/model_cli.h"
 
-#include <map>
 #include <string>
 
 #include "tools/nmkit/cli_util.h"
@@ -16,7 +15,7 @@ Result<OpenedModel> open_model(const std::string& path) {
   OpenedModel m;
   m.path = path;
   m.params = shared->params();
-  m.load = shared->loader();
+  m.tensors = shared->tensors();
   Result<Tokenizer> tokenizer = Error(path + ": the model has no tokenizer");
   if (shared->gguf() != nullptr) {
     if (shared->gguf()->find_key("tokenizer.ggml.model") != nullptr) tokenizer = Tokenizer::from_gguf(*shared->gguf());
@@ -67,25 +66,12 @@ std::string describe(const ModelOptions& o) {
   return s;
 }
 
-void cache_tensors(OpenedModel& source) {
-  auto cache = std::make_shared<std::map<std::string, Tensor>>();
-  source.load = [cache, load = source.load](const std::string& name) -> Result<Tensor> {
-    auto it = cache->find(name);
-    if (it == cache->end()) {
-      auto t = load(name);
-      if (!t.ok()) return t.error();
-      it = cache->emplace(name, std::move(t.value())).first;
-    }
-    return Tensor::copy_of(it->second.view());
-  };
-}
-
 Result<LlamaModel> build_model(const OpenedModel& source, ModelOptions options) {
   Progress progress("building " + describe(options));
   options.on_block = [&progress](int64_t b, int64_t n) {
     progress.update(static_cast<size_t>(b + 1), static_cast<size_t>(n), "");
   };
-  auto model = LlamaModel::build(source.params, source.load, options);
+  auto model = LlamaModel::build(source.params, source.tensors, options);
   if (!model.ok()) return model.error().with_context(source.path + ": ");
   return model;
 }
