@@ -194,6 +194,11 @@ class LlamaModel {
 
   // Bytes of packed weights one decode step streams (every block linear and the head).
   size_t weight_bytes_per_token() const;
+  // Bytes of weights the model holds (docs/design.md 14): every linear's packed form and the forms
+  // it built for large calls, the embedding (f32 when built from f32 tensors, else its bytes in the
+  // file's mapping, counted whole), norms, and dense weights kept for calibration. With a KV cache
+  // and bounded scratch, what a process running the model needs.
+  size_t resident_bytes() const;
   // Bytes of the weights in their storage formats (what a checkpoint of this model holds; "size on
   // disk"): block linears packed as docs/design.md 4 and 5 lay them out (dense rows x K; sparse24 and nm
   // values plus metadata bytes; slid as int8 sparse24 over K_prime), the embedding and a separate

@@ -26,6 +26,8 @@ class Embedding {
   Tensor to_f32() const;
   // The stored view, when the table is read in place (the tied head may be packed from it).
   const std::optional<MappedTensor>& stored() const { return stored_; }
+  // The table's bytes: f32, or the stored rows (which the mapping holds as they are read).
+  size_t resident_bytes() const { return stored_ ? stored_->row_bytes * static_cast<size_t>(n_vocab_) : f32_.nbytes(); }
   int64_t n_vocab() const { return n_vocab_; }
   int64_t n_embd() const { return n_embd_; }
 

@@ -94,8 +94,26 @@ Status check_format(DType weights, LinearFormat format, const std::optional<Patt
   return ok_status();
 }
 
-// Packs a dense(-masked) f32 weight [rows, K] as `format` in the `weights` dtype.
-Result<SparseLinear> pack_linear(const Tensor& w, DType weights, LinearFormat format,
+Tensor convert_rows(const TensorView& w, DType dtype) {
+  Tensor out = Tensor::empty(dtype, w.shape);
+  constexpr int64_t kChunk = 1 << 16;
+  const int64_t n = w.numel();
+  const size_t from = dtype_size(w.dtype), to = dtype_size(dtype);
+  parallel_for((n + kChunk - 1) / kChunk, 4, [&](int64_t c0, int64_t c1) {
+    std::vector<float> values(static_cast<size_t>(kChunk));
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t i0 = c * kChunk, count = std::min(kChunk, n - i0);
+      convert_to_f32(w.dtype, w.data + static_cast<size_t>(i0) * from, values.data(), static_cast<size_t>(count));
+      convert_from_f32(dtype, values.data(), out.data() + static_cast<size_t>(i0) * to, static_cast<size_t>(count));
+    }
+  });
+  return out;
+}
+
+// Packs a dense(-masked) weight [rows, K] in F32, F16 or BF16 as `format` in the `weights` dtype.
+// f32 and bf16 forms convert the values (exactly, or rounded to nearest even for bf16); int8 forms
+// quantize the values as they are (docs/design.md 6), so a BF16 file's weights are never widened.
+Result<SparseLinear> pack_linear(const TensorView& w, DType weights, LinearFormat format,
                                  const std::optional<Pattern>& pattern, const std::string& name) {
   NMKIT_TRY(check_format(weights, format, pattern));
   LinearOptions lo;
@@ -105,12 +123,14 @@ Result<SparseLinear> pack_linear(const Tensor& w, DType weights, LinearFormat fo
   // on a widened copy, and the small-M kernels use vdpbf16ps. bench linear, SmolLM2 1536x576, M=512, 1
   // thread (loaded machine): 2:4 bf16 on oneDNN 17.1 ms with f32 activations, 11.1 ms with bf16 ones.
   lo.bf16_activations = weights == DType::BF16 && format != LinearFormat::Slid;
-  Tensor bf16;
-  TensorView view = w.view();
-  if (weights == DType::BF16 && format != LinearFormat::Slid) {
-    bf16 = Tensor::empty(DType::BF16, w.shape());
-    convert_from_f32(DType::BF16, w.as<float>(), bf16.data(), static_cast<size_t>(w.numel()));
-    view = bf16.view();
+  const DType form = weights == DType::I8 || format == LinearFormat::Slid
+                         ? (w.dtype == DType::F16 ? DType::F32 : w.dtype)
+                         : weights;
+  Tensor converted;
+  TensorView view = w;
+  if (w.dtype != form) {
+    converted = convert_rows(w, form);
+    view = converted.view();
   }
   Result<SparseLinear> linear = Error("");
   switch (format) {
@@ -141,41 +161,51 @@ Result<SparseLinear> pack_linear(const Tensor& w, DType weights, LinearFormat fo
   return std::move(linear.value());
 }
 
-namespace {
-
-// Rows of `parts` stacked into one [sum rows, K] tensor (the linears that share an input run as one
-// SparseLinear: fewer calls and thread hand-offs per token; N:M groups run along K, so stacking rows
-// changes no group).
-Tensor stack_rows(const std::vector<const Tensor*>& parts) {
-  if (parts.size() == 1) return Tensor::copy_of(parts[0]->view());
-  int64_t rows = 0;
-  for (const Tensor* p : parts) rows += p->rows();
-  Tensor out = Tensor::empty(DType::F32, {rows, parts[0]->cols()});
-  std::byte* dst = out.data();
-  for (const Tensor* p : parts) {
-    std::memcpy(dst, p->data(), p->nbytes());
-    dst += p->nbytes();
-  }
-  return out;
-}
-
-// An Error naming the first non-finite element of t (docs/design.md 2), scanned over the pool.
-Status check_finite(const Tensor& t, const std::string& name) {
-  const float* v = t.as<float>();
+// An Error naming the first non-finite element of an F32, F16 or BF16 tensor (docs/design.md 2),
+// scanned in chunks over the pool.
+Status check_finite(const TensorView& t, const std::string& name) {
+  constexpr int64_t kChunk = 1 << 16;
+  const int64_t n = t.numel();
+  const size_t size = dtype_size(t.dtype);
   std::atomic<int64_t> bad{-1};
-  parallel_for(t.numel(), 1 << 18, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      if (!std::isfinite(v[i])) {
-        int64_t expected = -1;
-        bad.compare_exchange_strong(expected, i);  // a thread's first; the lowest is found below
-        return;
+  parallel_for((n + kChunk - 1) / kChunk, 4, [&](int64_t c0, int64_t c1) {
+    std::vector<float> values(static_cast<size_t>(kChunk));
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t i0 = c * kChunk, count = std::min(kChunk, n - i0);
+      convert_to_f32(t.dtype, t.data + static_cast<size_t>(i0) * size, values.data(), static_cast<size_t>(count));
+      for (int64_t i = 0; i < count; ++i) {
+        if (!std::isfinite(values[static_cast<size_t>(i)])) {
+          int64_t seen = bad.load();
+          while ((seen < 0 || i0 + i < seen) && !bad.compare_exchange_weak(seen, i0 + i)) {
+          }
+          break;
+        }
       }
     }
   });
-  if (bad.load() < 0) return ok_status();
-  int64_t i = 0;
-  while (std::isfinite(v[i])) ++i;
-  return Error(name + ": element " + std::to_string(i) + " is " + std::to_string(v[i]));
+  const int64_t i = bad.load();
+  if (i < 0) return ok_status();
+  float value = 0;
+  convert_to_f32(t.dtype, t.data + static_cast<size_t>(i) * size, &value, 1);
+  return Error(name + ": element " + std::to_string(i) + " is " + std::to_string(value));
+}
+
+namespace {
+
+// Rows of `parts` (one dtype) stacked into one [sum rows, K] tensor (the linears that share an input
+// run as one SparseLinear: fewer calls and thread hand-offs per token; N:M groups run along K, so
+// stacking rows changes no group).
+Tensor stack_rows(const std::vector<TensorView>& parts) {
+  int64_t rows = 0;
+  for (const TensorView& p : parts) rows += p.rows();
+  Tensor out = Tensor::empty(parts[0].dtype, {rows, parts[0].cols()});
+  std::byte* dst = out.data();
+  for (const TensorView& p : parts) {
+    NMKIT_ASSERT(p.dtype == parts[0].dtype);
+    std::memcpy(dst, p.data, p.nbytes());
+    dst += p.nbytes();
+  }
+  return out;
 }
 
 Result<Tensor> load_checked(const TensorLoader& load, const std::string& name, const Shape& shape) {
@@ -187,23 +217,36 @@ Result<Tensor> load_checked(const TensorLoader& load, const std::string& name, c
   if (t->shape() != shape) {
     return Error(name + ": shape " + shape_str(t->shape()) + " does not match the model's " + shape_str(shape));
   }
-  NMKIT_TRY(check_finite(*t, name));
+  NMKIT_TRY(check_finite(t->view(), name));
   return t;
 }
 
 }  // namespace
 
-Status Block::pack_group(int g, const LlamaParams& p, const ModelOptions& o, int64_t b,
-                         std::vector<Tensor>& weights, LinearFormat format,
-                         const std::optional<Pattern>& pattern) {
-  (void)p;
-  std::vector<const Tensor*> parts;
+Status Block::pack_group(int g, const ModelOptions& o, int64_t b, const std::vector<TensorView>& weights,
+                         LinearFormat format, const std::optional<Pattern>& pattern) {
+  std::vector<TensorView> parts;
+  bool same_dtype = true;
   for (int i = 0; i < 7; ++i) {
-    if (kLinearGroup[i] == g) parts.push_back(&weights[static_cast<size_t>(i)]);
+    if (kLinearGroup[i] != g) continue;
+    parts.push_back(weights[static_cast<size_t>(i)]);
+    same_dtype &= parts.back().dtype == parts.front().dtype;
   }
-  const Tensor stacked = stack_rows(parts);
+  std::vector<Tensor> widened;  // parts of mixed dtypes (an HF q/k converted beside v read in place)
+  if (!same_dtype) {
+    for (TensorView& part : parts) {
+      if (part.dtype == DType::F32) continue;
+      widened.push_back(convert_rows(part, DType::F32));
+      part = widened.back().view();
+    }
+  }
+  // One part is packed from where it lies; several are stacked first.
+  Tensor stacked;
+  if (parts.size() > 1) stacked = stack_rows(parts);
+  const TensorView group = parts.size() > 1 ? stacked.view() : parts[0];
+  widened.clear();
   const std::string name = block_tensor_name(b, kGroups[g].label);
-  auto linear = pack_linear(stacked, o.weights, format, pattern, name);
+  auto linear = pack_linear(group, o.weights, format, pattern, name);
   if (!linear.ok()) return linear.error();
   linears[static_cast<size_t>(g)] = std::make_unique<SparseLinear>(std::move(linear.value()));
   formats[static_cast<size_t>(g)] = format;
@@ -252,6 +295,50 @@ void release(const ModelTensors& src, const std::string& name) {
   if (src.release) src.release(name);
 }
 
+std::optional<DType> float_dtype(GgmlType type) {
+  switch (type) {
+    case GgmlType::F32: return DType::F32;
+    case GgmlType::F16: return DType::F16;
+    case GgmlType::BF16: return DType::BF16;
+    default: return std::nullopt;
+  }
+}
+
+// A weight as the model reads it: its stored bytes where the file holds them as F32, F16 or BF16 in
+// GGUF row order (read where they lie, through the mapping that ModelTensors keeps open), else its
+// values as f32 (dequantized or permuted: a temporary).
+struct Weight {
+  Tensor owned;
+  TensorView view;
+};
+
+Result<Weight> load_weight(const ModelTensors& src, const std::string& name, const Shape& shape) {
+  if (src.stored) {
+    if (auto stored = src.stored(name)) {
+      if (auto dtype = float_dtype(stored->type)) {
+        if (stored->shape != shape) {
+          return Error(name + ": shape " + shape_str(stored->shape) + " does not match the model's " + shape_str(shape));
+        }
+        const TensorView view{*dtype, shape, stored->data};
+        NMKIT_TRY(check_finite(view, name));
+        return Weight{Tensor(), view};
+      }
+    }
+  }
+  auto t = load_checked(src.load_f32, name, shape);
+  if (!t.ok()) return t.error();
+  Weight w{std::move(*t), {}};
+  w.view = w.owned.view();
+  return w;
+}
+
+// The weight as an f32 tensor of its own (calibration keeps the block linears so).
+Tensor f32_copy(Weight& w) {
+  if (w.view.dtype != DType::F32) return convert_rows(w.view, DType::F32);
+  if (w.owned.numel() > 0 && w.owned.data() == w.view.data) return std::move(w.owned);
+  return Tensor::copy_of(w.view);
+}
+
 }  // namespace
 }  // namespace model
 
@@ -292,50 +379,60 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTenso
     auto fn = model::load_checked(load, model::block_tensor_name(b, "ffn_norm"), {d});
     if (!fn.ok()) return fn.error();
     block.ffn_norm = std::move(fn.value());
-    // Group by group (q/k/v, o, gate/up, down), each weight loaded, pruned and packed, then freed
-    // and its file pages released before the next: the transient memory is one group's f32 weights.
-    std::vector<Tensor> weights(7);
+    // Group by group (q/k/v, o, gate/up, down), each weight read (in place where the file stores it as
+    // F32/F16/BF16), pruned and packed, then freed and its file pages released before the next: the
+    // transient memory is one group's weights in the file's dtype (f32 where it is quantized).
+    std::vector<model::Weight> weights(7);
+    std::vector<TensorView> views(7);
+    if (options.keep_dense_weights) block.dense.resize(7);
     for (int g = 0; g < model::kGroupCount; ++g) {
       for (size_t i = 0; i < 7; ++i) {
         if (model::kLinearGroup[i] != g) continue;
         const std::string name = model::block_tensor_name(b, block_linear_names()[i]);
-        auto w = model::load_checked(load, name, shapes[i]);
+        auto w = model::load_weight(tensors, name, shapes[i]);
         if (!w.ok()) return w.error();
+        weights[i] = std::move(*w);
         if (options.pattern) {
-          auto pruned = prune(w->view(), *options.pattern, options.method, {}, name);
+          auto pruned = prune(weights[i].view, *options.pattern, options.method, {}, name);
           if (!pruned.ok()) return pruned.error();
-          weights[i] = std::move(pruned->pruned);
-        } else {
-          weights[i] = std::move(w.value());
+          weights[i] = model::Weight{std::move(pruned->pruned), {}};
+          weights[i].view = weights[i].owned.view();
         }
+        views[i] = weights[i].view;
       }
-      NMKIT_TRY(block.pack_group(g, params, options, b, weights, options.format, options.pattern));
+      NMKIT_TRY(block.pack_group(g, options, b, views, options.format, options.pattern));
       for (size_t i = 0; i < 7; ++i) {
         if (model::kLinearGroup[i] != g) continue;
+        if (options.keep_dense_weights) block.dense[i] = model::f32_copy(weights[i]);
+        weights[i] = model::Weight();
         model::release(tensors, model::block_tensor_name(b, block_linear_names()[i]));
-        if (!options.keep_dense_weights) weights[i] = Tensor();
       }
     }
-    if (options.keep_dense_weights) block.dense = std::move(weights);
     if (options.on_block) options.on_block(b, params.n_layer);
   }
 
   // The head stays dense (docs/design.md 11.5), in the model's weight dtype; a tied head is packed
-  // from the embedding, which is then looked up in the file's bytes.
+  // from the embedding's stored bytes where they are F32/F16/BF16 (no f32 table), and the embedding
+  // is then looked up in them.
   const std::string head_name = params.tied_output ? "token_embd.weight" : "output.weight";
-  Tensor output;
+  model::Weight output;
   if (params.tied_output) {
-    output = impl->token_embd.to_f32();
+    const auto& stored = impl->token_embd.stored();
+    const auto dtype = stored ? model::float_dtype(stored->type) : std::nullopt;
+    if (dtype) output.view = TensorView{*dtype, stored->shape, stored->data};
+    else output.owned = impl->token_embd.to_f32();
   } else {
-    auto w = model::load_checked(load, head_name, {params.n_vocab, d});
+    auto w = model::load_weight(tensors, head_name, {params.n_vocab, d});
     if (!w.ok()) return w.error();
-    output = std::move(w.value());
+    output = std::move(*w);
   }
-  auto head = model::pack_linear(output, options.weights, LinearFormat::Dense, std::nullopt, head_name);
+  if (output.view.data == nullptr) output.view = output.owned.view();
+  auto head = model::pack_linear(output.view, options.weights, LinearFormat::Dense, std::nullopt, head_name);
   if (!head.ok()) return head.error();
   impl->head = std::make_unique<SparseLinear>(std::move(head.value()));
+  if (!params.tied_output && options.keep_dense_weights) impl->output = model::f32_copy(output);
+  output = model::Weight();
   model::release(tensors, head_name);
-  if (!params.tied_output && options.keep_dense_weights) impl->output = std::move(output);
   return LlamaModel(std::move(impl));
 }
 
@@ -362,7 +459,9 @@ Status LlamaModel::replace_linear(int64_t b, std::string_view name, const Tensor
   // Linears packed together share one format: the group is rebuilt from every member's weight.
   Tensor previous = std::move(current);
   current = Tensor::copy_of(weight);
-  Status status = block.pack_group(g, impl_->params, impl_->options, b, block.dense, format, pattern);
+  std::vector<TensorView> views;
+  for (const Tensor& t : block.dense) views.push_back(t.view());
+  Status status = block.pack_group(g, impl_->options, b, views, format, pattern);
   if (!status.ok()) current = std::move(previous);
   return status;
 }
@@ -389,6 +488,19 @@ size_t LlamaModel::weight_bytes_per_token() const {
   size_t bytes = impl_->head->bytes_streamed();
   for (const auto& block : impl_->blocks) {
     for (const auto& l : block.linears) bytes += l->bytes_streamed();
+  }
+  return bytes;
+}
+
+size_t LlamaModel::resident_bytes() const {
+  const Impl& m = *impl_;
+  // MERGE(issue25-linear): SparseLinear's own count of the bytes it holds replaces bytes_streamed().
+  const auto held = [](const SparseLinear& l) { return l.bytes_streamed(); };
+  size_t bytes = held(*m.head) + m.token_embd.resident_bytes() + m.output_norm.nbytes() + m.output.nbytes();
+  for (const auto& block : m.blocks) {
+    for (const auto& l : block.linears) bytes += held(*l);
+    bytes += block.attn_norm.nbytes() + block.ffn_norm.nbytes();
+    for (const Tensor& t : block.dense) bytes += t.nbytes();
   }
   return bytes;
 }

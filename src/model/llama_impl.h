@@ -41,8 +41,13 @@ inline int linear_index(std::string_view name) {
 
 // An Error for a weight dtype / format / pattern combination the linears cannot run.
 Status check_format(DType weights, LinearFormat format, const std::optional<Pattern>& pattern);
-Result<SparseLinear> pack_linear(const Tensor& w, DType weights, LinearFormat format,
+// w (F32, F16 or BF16) as `format` in the `weights` dtype.
+Result<SparseLinear> pack_linear(const TensorView& w, DType weights, LinearFormat format,
                                  const std::optional<Pattern>& pattern, const std::string& name);
+// w's values in `dtype` (F32, F16 or BF16; rounded to nearest even where narrower), on the pool.
+Tensor convert_rows(const TensorView& w, DType dtype);
+// An Error naming the first element of w (F32, F16 or BF16) that is not finite.
+Status check_finite(const TensorView& w, const std::string& name);
 
 struct Block {
   Tensor attn_norm, ffn_norm;  // f32 [n_embd]
@@ -51,9 +56,10 @@ struct Block {
   std::array<std::optional<Pattern>, kGroupCount> patterns;
   std::vector<Tensor> dense;  // the 7 f32 weights when kept (ModelOptions::keep_dense_weights)
 
-  // (Re)packs group g from weights (the 7 block linears, f32).
-  Status pack_group(int g, const LlamaParams& p, const ModelOptions& o, int64_t b,
-                    std::vector<Tensor>& weights, LinearFormat format, const std::optional<Pattern>& pattern);
+  // (Re)packs group g from weights (the 7 block linears, F32, F16 or BF16; those of other groups
+  // are not read).
+  Status pack_group(int g, const ModelOptions& o, int64_t b, const std::vector<TensorView>& weights,
+                    LinearFormat format, const std::optional<Pattern>& pattern);
 };
 
 }  // namespace nmkit::model
