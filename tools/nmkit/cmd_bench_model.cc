@@ -50,6 +50,7 @@ const bool registered = register_command({
         int rounds = 3;
         int64_t decode = 128, prefill = 512;
         bool no_llamacpp = false;
+        bool one_at_a_time = false;
         std::vector<std::string> variants;
       };
       auto args = std::make_shared<Args>();
@@ -61,6 +62,9 @@ const bool registered = register_command({
       app.add_option("--llama-bench", args->llama_bench, "llama.cpp's llama-bench (skipped when absent)")
           ->capture_default_str();
       app.add_flag("--no-llamacpp", args->no_llamacpp, "Only nmkit");
+      app.add_flag("--one-at-a-time", args->one_at_a_time,
+                   "Build, time and free each form before the next (load time and peak RSS per form); "
+                   "the default when the forms do not fit in memory together");
       app.add_option("--variants", args->variants,
                      "Only these weight forms, comma-separated labels or dtypes (\"int8\", \"f32 dense\", "
                      "\"bf16 2:4 sparse24\"); default all nine")
@@ -88,6 +92,7 @@ const bool registered = register_command({
           if (chosen.empty()) return report_error("--variants matches none of the nine weight forms");
           o.variants = std::move(chosen);
         }
+        o.one_at_a_time = args->one_at_a_time || !bench::forms_fit_at_once(source->params, o.variants);
         o.rounds = args->rounds;
         o.decode_tokens = args->decode;
         o.prefill_tokens = args->prefill;
