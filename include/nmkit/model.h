@@ -204,6 +204,10 @@ class LlamaModel {
   // values plus metadata bytes; slid as int8 sparse24 over K_prime), the embedding and a separate
   // head dense, all in the weight dtype with a f32 scale per row for int8; norms f32.
   size_t storage_bytes() const;
+  // storage_bytes() of a model with `params` built with `options` (plus its dense f32 block weights when
+  // it keeps them): about the bytes it will hold, known before any tensor is read. build() refuses a
+  // model whose estimate exceeds the memory available.
+  static size_t estimate_bytes(const LlamaParams& params, const ModelOptions& options);
   // The kernel names of a block linear and of the head, for reports ("avx512 sparse24 f32").
   std::string linear_kernel_name(int64_t M) const;
   std::string head_kernel_name(int64_t M) const;

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/system_memory.h"
 #include "model/llama_impl.h"
 #include "nmkit/format.h"
 #include "nmkit/slide.h"
@@ -342,6 +343,17 @@ Tensor f32_copy(Weight& w) {
 }  // namespace
 }  // namespace model
 
+namespace {
+
+// "bf16 2:4 sparse24", "int8 dense": for messages.
+std::string form_label(const ModelOptions& o) {
+  std::string s = o.weights == DType::F32 ? "f32" : o.weights == DType::BF16 ? "bf16" : "int8";
+  if (o.pattern) s += " " + o.pattern->str();
+  return s + " " + std::string(linear_format_name(o.format));
+}
+
+}  // namespace
+
 Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTensors& tensors,
                                      const ModelOptions& options) {
   NMKIT_TRY(params.validate());
@@ -354,6 +366,13 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTenso
                  "through the model, docs/design.md 12)");
   }
   if (!tensors.load_f32) return Error("model: no tensor loader");
+  // A model that cannot fit is refused before anything is read (issue 25, bad input).
+  if (const size_t needed = estimate_bytes(params, options), available = available_memory_bytes();
+      available > 0 && needed > available) {
+    const auto gb = [](size_t bytes) { return std::to_string(static_cast<double>(bytes) / 1e9).substr(0, 5); };
+    return Error("model: the " + form_label(options) + " form needs " + gb(needed) + " GB, " + gb(available) +
+                 " GB available");
+  }
   const TensorLoader& load = tensors.load_f32;
   auto impl = std::make_unique<Impl>();
   impl->params = params;
@@ -541,21 +560,46 @@ size_t linear_storage_bytes(int64_t rows, int64_t K, DType weights, LinearFormat
 }  // namespace
 }  // namespace model
 
-size_t LlamaModel::storage_bytes() const {
-  const LlamaParams& p = impl_->params;
-  const DType w = impl_->options.weights;
+namespace model {
+namespace {
+
+// The storage bytes of a model with `params` whose block b's linear group g is stored as
+// form(b, g) (format, pattern).
+template <class Form>
+size_t model_storage_bytes(const LlamaParams& p, DType w, const Form& form) {
   const int64_t d = p.n_embd, hd = p.head_dim();
-  size_t bytes = model::linear_storage_bytes(p.n_vocab, d, w, LinearFormat::Dense, std::nullopt);
+  size_t bytes = linear_storage_bytes(p.n_vocab, d, w, LinearFormat::Dense, std::nullopt);
   if (!p.tied_output) bytes *= 2;
   bytes += static_cast<size_t>(d) * 4 * static_cast<size_t>(1 + 2 * p.n_layer);  // norms
   const int64_t shapes[7][2] = {{p.n_head * hd, d}, {p.n_head_kv * hd, d}, {p.n_head_kv * hd, d}, {d, p.n_head * hd},
                                 {p.n_ff, d},        {p.n_ff, d},           {d, p.n_ff}};
-  for (const auto& block : impl_->blocks) {
+  for (int64_t b = 0; b < p.n_layer; ++b) {
     for (int i = 0; i < 7; ++i) {
-      const int g = model::kLinearGroup[i];
-      bytes += model::linear_storage_bytes(shapes[i][0], shapes[i][1], w, block.formats[static_cast<size_t>(g)],
-                                           block.patterns[static_cast<size_t>(g)]);
+      const auto [format, pattern] = form(b, kLinearGroup[i]);
+      bytes += linear_storage_bytes(shapes[i][0], shapes[i][1], w, format, pattern);
     }
+  }
+  return bytes;
+}
+
+}  // namespace
+}  // namespace model
+
+size_t LlamaModel::storage_bytes() const {
+  return model::model_storage_bytes(impl_->params, impl_->options.weights, [this](int64_t b, int g) {
+    const model::Block& block = impl_->blocks[static_cast<size_t>(b)];
+    return std::pair(block.formats[static_cast<size_t>(g)], block.patterns[static_cast<size_t>(g)]);
+  });
+}
+
+size_t LlamaModel::estimate_bytes(const LlamaParams& params, const ModelOptions& options) {
+  size_t bytes = model::model_storage_bytes(params, options.weights, [&](int64_t, int) {
+    return std::pair(options.format, options.pattern);
+  });
+  if (options.keep_dense_weights) {  // the f32 block linears beside their packed forms
+    const int64_t d = params.n_embd, hd = params.head_dim();
+    const int64_t per_block = d * hd * (2 * params.n_head + 2 * params.n_head_kv) + 3 * d * params.n_ff;
+    bytes += static_cast<size_t>(params.n_layer * per_block) * 4;
   }
   return bytes;
 }
