@@ -221,8 +221,11 @@ Result<PendingFile> PendingFile::create(const std::string& path, uint64_t size) 
     const int err = ::posix_fallocate(file.fd_, 0, static_cast<off_t>(size));
     if (err != 0) return file.failure("cannot allocate " + std::to_string(size) + " bytes", err);
     // MAP_POPULATE: every page is written, so map them all in one pass instead of one page fault
-    // per 4 KiB inside the writer.
-    void* map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, file.fd_, 0);
+    // per 4 KiB inside the writer; but a populated mapping holds the whole file in the process's
+    // resident set, so a file larger than kPopulateLimit is mapped page by page as it is written and
+    // its writer releases each tensor's pages once filled (docs/design.md 11.7).
+    const int populate = size <= io::kPopulateLimit ? MAP_POPULATE : 0;
+    void* map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | populate, file.fd_, 0);
     if (map == MAP_FAILED) return file.failure("cannot map " + std::to_string(size) + " bytes", errno);
     file.data_ = static_cast<std::byte*>(map);
     file.size_ = size;
