@@ -181,6 +181,15 @@ class LlamaModel {
   // The dense f32 weight of block b's linear `name` [rows, K] (after any pruning on load). Needs
   // options.keep_dense_weights.
   Result<TensorView> dense_weight(int64_t b, std::string_view name) const;
+  // The dense f32 weight of block b's linear `name` as the model runs it (after any pruning on load):
+  // a copy of the kept weight, or read from the model's source again (the model holds only packed
+  // forms unless it keeps dense weights).
+  Result<Tensor> load_dense_weight(int64_t b, std::string_view name) const;
+  // Repacks all of block b's linears from `weights` (the 7 of block_linear_names(), f32 [rows, K],
+  // dense-masked) in `format` (pattern: the one they comply with), in this model's weight dtype.
+  // Needs no kept dense weights (kept ones are replaced too).
+  Status replace_block(int64_t b, const std::vector<TensorView>& weights, LinearFormat format,
+                       std::optional<Pattern> pattern = std::nullopt);
   // Replaces block b's linear `name` by `weight` (f32 [rows, K], dense-masked) stored in `format`
   // (pattern: the one the weight complies with, for sparse24/nm/slid), in this model's weight dtype.
   // Needs options.keep_dense_weights (linears sharing an input are packed together).

@@ -224,6 +224,13 @@ Result<Tensor> load_checked(const TensorLoader& load, const std::string& name, c
 
 }  // namespace
 
+Shape linear_shape(const LlamaParams& p, int i) {
+  const int64_t d = p.n_embd, hd = p.head_dim();
+  const Shape shapes[7] = {{p.n_head * hd, d}, {p.n_head_kv * hd, d}, {p.n_head_kv * hd, d}, {d, p.n_head * hd},
+                           {p.n_ff, d},        {p.n_ff, d},           {d, p.n_ff}};
+  return shapes[i];
+}
+
 Status Block::pack_group(int g, const ModelOptions& o, int64_t b, const std::vector<TensorView>& weights,
                          LinearFormat format, const std::optional<Pattern>& pattern) {
   std::vector<TensorView> parts;
@@ -378,7 +385,7 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTenso
   impl->params = params;
   impl->options = options;
   impl->source = tensors;
-  const int64_t d = params.n_embd, hd = params.head_dim();
+  const int64_t d = params.n_embd;
   auto embd = model::load_embedding(tensors, params);
   if (!embd.ok()) return embd.error();
   impl->token_embd = std::move(embd.value());
@@ -386,9 +393,6 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTenso
   if (!out_norm.ok()) return out_norm.error();
   impl->output_norm = std::move(out_norm.value());
 
-  const Shape shapes[7] = {{params.n_head * hd, d},  {params.n_head_kv * hd, d}, {params.n_head_kv * hd, d},
-                           {d, params.n_head * hd},  {params.n_ff, d},           {params.n_ff, d},
-                           {d, params.n_ff}};
   impl->blocks.resize(static_cast<size_t>(params.n_layer));
   for (int64_t b = 0; b < params.n_layer; ++b) {
     model::Block& block = impl->blocks[static_cast<size_t>(b)];
@@ -408,7 +412,7 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTenso
       for (size_t i = 0; i < 7; ++i) {
         if (model::kLinearGroup[i] != g) continue;
         const std::string name = model::block_tensor_name(b, block_linear_names()[i]);
-        auto w = model::load_weight(tensors, name, shapes[i]);
+        auto w = model::load_weight(tensors, name, model::linear_shape(params, static_cast<int>(i)));
         if (!w.ok()) return w.error();
         weights[i] = std::move(*w);
         if (options.pattern) {
@@ -460,6 +464,45 @@ Result<TensorView> LlamaModel::dense_weight(int64_t b, std::string_view name) co
   const model::Block& block = impl_->blocks[static_cast<size_t>(b)];
   if (block.dense.empty()) return Error("model: dense weights were not kept (ModelOptions::keep_dense_weights)");
   return block.dense[static_cast<size_t>(model::linear_index(name))].view();
+}
+
+Result<Tensor> LlamaModel::load_dense_weight(int64_t b, std::string_view name) const {
+  NMKIT_TRY(impl_->check_linear(b, name));
+  const model::Block& block = impl_->blocks[static_cast<size_t>(b)];
+  const auto i = static_cast<size_t>(model::linear_index(name));
+  if (!block.dense.empty()) return Tensor::copy_of(block.dense[i].view());
+  const Shape shape = model::linear_shape(impl_->params, static_cast<int>(i));
+  const std::string tensor_name = model::block_tensor_name(b, name);
+  auto w = model::load_weight(impl_->source, tensor_name, shape);
+  if (!w.ok()) return w.error();
+  if (options().pattern) {  // pruned on load: the weight the model runs
+    auto pruned = prune(w->view, *options().pattern, options().method, {}, tensor_name);
+    if (!pruned.ok()) return pruned.error();
+    return pruned->pruned.dtype() == DType::F32 ? std::move(pruned->pruned)
+                                                : model::convert_rows(pruned->pruned.view(), DType::F32);
+  }
+  return model::f32_copy(*w);
+}
+
+Status LlamaModel::replace_block(int64_t b, const std::vector<TensorView>& weights, LinearFormat format,
+                                 std::optional<Pattern> pattern) {
+  if (b < 0 || b >= impl_->params.n_layer) return impl_->check_linear(b, "attn_q");
+  model::Block& block = impl_->blocks[static_cast<size_t>(b)];
+  if (weights.size() != 7) return Error("model: replace_block needs the 7 linears of a block");
+  for (int i = 0; i < 7; ++i) {
+    const Shape shape = model::linear_shape(impl_->params, i);
+    const TensorView& w = weights[static_cast<size_t>(i)];
+    if (w.dtype != DType::F32 || w.shape != shape) {
+      return Error(model::block_tensor_name(b, block_linear_names()[static_cast<size_t>(i)]) + ": replacement " +
+                   std::string(dtype_name(w.dtype)) + " " + shape_str(w.shape) + " does not match F32 " +
+                   shape_str(shape));
+    }
+  }
+  for (int g = 0; g < model::kGroupCount; ++g) NMKIT_TRY(block.pack_group(g, impl_->options, b, weights, format, pattern));
+  if (!block.dense.empty()) {
+    for (size_t i = 0; i < 7; ++i) block.dense[i] = Tensor::copy_of(weights[i]);
+  }
+  return ok_status();
 }
 
 Status LlamaModel::replace_linear(int64_t b, std::string_view name, const TensorView& weight,
