@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# The GPU path's build dependencies (docs/design.md section 16), from PyPI wheels unpacked into the
+# The GPU path's build dependencies (docs/design.md section 14), from PyPI wheels unpacked into the
 # git-ignored .cache/cuda (no pip install: only headers, one library and two tools are needed):
 #   cutlass/include, cutlass/util/include  CUTLASS 4.x headers (nvidia-cutlass, --no-deps): the
 #                                          SparseGemm kernels and the host oracle of the SM80 metadata
 #   cusparselt/include, cusparselt/lib     cuSPARSELt 0.10.0 (header; the library is loaded at run time)
 #   bin/cuobjdump, bin/nvdisasm            SASS of the compile checks (the toolkit here has only nvcc)
+#   googletest                             Debian's GoogleTest sources (libgtest-dev), for the build of
+#                                          scripts/gpu_check.sh on a GPU machine that has no GoogleTest
 # Run by scripts/setup.sh when nvcc is found; idempotent. The GPU machine reaches no network: its
-# call carries .cache/cuda/cutlass and .cache/cuda/cusparselt/include (scripts/gpu_check.sh).
+# call carries .cache/cuda/cutlass, .cache/cuda/cusparselt/include and .cache/cuda/googletest
+# (scripts/gpu_check.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -53,3 +56,6 @@ for spec in "${tools[@]}"; do
     chmod +x "$dest/bin/$tool"
   fi
 done
+if [ ! -f "$dest/googletest/CMakeLists.txt" ] && [ -f /usr/src/googletest/CMakeLists.txt ]; then
+  cp -r /usr/src/googletest "$dest/googletest"
+fi

@@ -1,4 +1,4 @@
-// Quantized linear layers on an NVIDIA GPU (docs/design.md section 16), with SparseLinear's contract
+// Quantized linear layers on an NVIDIA GPU (docs/design.md section 14), with SparseLinear's contract
 // (include/nmkit/linear.h): Y[M, rows] = X[M, K] * W^T (+ bias), W dense, 2:4 or slid. Built by the
 // optional nmkit_cuda library (CMake option NMKIT_CUDA); no CUDA type appears here.
 //
@@ -8,7 +8,7 @@
 // so for INT8 Y equals the CPU's SparseLinear with options.int8 (and ref_quant_linear) bit for bit.
 // Backends (the choice is CudaSparseLinear's own, src/cuda/cuda_plan.cc):
 //   dense    cuBLASLt INT8 / E4M3 GEMM, then the scale kernel
-//   2:4/slid CUTLASS 2.x SparseGemm (mma.sp; INT8 from sm_80, E4M3 from sm_89) with the scales in
+//   2:4/slid CUTLASS 2.x SparseGemm (mma.sp; INT8 from sm_80, E4M3 on sm_89) with the scales in
 //            its epilogue; or cuSPARSELt (loaded at run time) then the scale kernel. Auto picks
 //            cuSPARSELt on sm_90 where it loads (CUTLASS 2.x runs Ampere's mma.sp there, not
 //            Hopper's wgmma), CUTLASS elsewhere.

@@ -1,6 +1,6 @@
 // The 2:4 layout that CUTLASS 2.x's SM80/SM89 sparse GEMMs (mma.sp) read: nmkit's sparse24 values
 // as they are and its metadata nibbles as ElementE words reordered for ldmatrix (docs/design.md
-// sections 7 and 16). Host code only: it builds and runs without CUDA.
+// sections 7 and 14). Host code only: it builds and runs without CUDA.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
 // Rules (include/nmkit/cuda_linear.h): dense weights run cuBLASLt; 2:4 and slid weights run
 // cuSPARSELt on Hopper where the library loads (its kernels use Hopper's wgmma; CUTLASS 2.x runs
-// Ampere's mma.sp there) and CUTLASS's SparseGemm elsewhere. FP8 needs sm_89 (Ada) or later.
+// Ampere's mma.sp there) and CUTLASS's SparseGemm elsewhere. FP8 needs sm_89 (Ada) or later, and
+// CUTLASS's FP8 kernel runs on Ada only (Hopper has no FP8 mma.sp: src/cuda/CMakeLists.txt).
 #include "cuda/cuda_plan.h"
 
 #include <string>
@@ -27,11 +28,19 @@ Result<CudaBackend> choose_backend(WeightFormat format, QuantType type, CudaBack
       if (!cusparselt_loads) return Error(ErrorCode::NotFound, "cuSPARSELt does not load (set NMKIT_CUSPARSELT)");
       return CudaBackend::CusparseLt;
     case CudaBackend::Cutlass:
+      if (type == QuantType::E4M3 && sm != 89) {
+        return Error(ErrorCode::Unsupported, "CUTLASS's E4M3 kernel runs on sm_89 only, this GPU is " + gpu +
+                                                 " (Hopper has no FP8 mma.sp; use cuSPARSELt)");
+      }
       return CudaBackend::Cutlass;
     case CudaBackend::Auto:
       break;
   }
-  return sm >= 90 && cusparselt_loads ? CudaBackend::CusparseLt : CudaBackend::Cutlass;
+  if (sm >= 90 && cusparselt_loads) return CudaBackend::CusparseLt;
+  if (type == QuantType::E4M3 && sm != 89) {
+    return Error(ErrorCode::NotFound, "E4M3 on " + gpu + " runs on cuSPARSELt, which does not load (set NMKIT_CUSPARSELT)");
+  }
+  return CudaBackend::Cutlass;
 }
 
 }  // namespace nmkit::cuda

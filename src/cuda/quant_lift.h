@@ -1,5 +1,5 @@
 // Per-token INT8 / E4M3 quantization of activations fused with SlideSparse's lifting, on the GPU
-// (docs/design.md sections 5, 6 and 16): one read of X, one write of the codes and the scales.
+// (docs/design.md sections 5, 6 and 14): one read of X, one write of the codes and the scales.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -1,4 +1,4 @@
-// The CUTLASS 2.x sparse GEMMs of the GPU path (docs/design.md section 16), behind a plain C++ call:
+// The CUTLASS 2.x sparse GEMMs of the GPU path (docs/design.md section 14), behind a plain C++ call:
 // one translation unit per kernel (sparse_gemm_int8_sm80.cu, sparse_gemm_e4m3_sm89.cu), so nvcc
 // compiles them in parallel and nothing else sees CUTLASS's templates.
 //

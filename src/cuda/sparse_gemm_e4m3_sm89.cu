@@ -1,6 +1,7 @@
-// FP8 E4M3 2:4 GEMM (mma.sp m16n8k64 f32.e4m3.e4m3.f32, Ada and Hopper) with the scale epilogue:
-// compiled for sm_89 and sm_90; f32 accumulation in the tensor cores (OpMultiplyAdd, not the
-// FastAccum variant, which drops low bits of the running sums).
+// FP8 E4M3 2:4 GEMM (mma.sp m16n8k64 f32.e4m3.e4m3.f32) with the scale epilogue, for Ada (sm_89)
+// only: Hopper has no FP8 mma.sp (ptxas emulates it with f16 HMMA.SP and spills), FP8 runs
+// cuSPARSELt there. f32 accumulation in the tensor cores (OpMultiplyAdd, not the FastAccum
+// variant, which drops low bits of the running sums).
 #include "cuda/sparse_gemm-inl.cuh"
 
 namespace nmkit::cuda {

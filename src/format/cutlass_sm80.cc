@@ -1,4 +1,4 @@
-// sparse24 <-> CUTLASS's SM80 sparse layout (docs/design.md sections 7 and 16): the values are the
+// sparse24 <-> CUTLASS's SM80 sparse layout (docs/design.md sections 7 and 14): the values are the
 // same bytes; the metadata is the same words, moved to where ldmatrix reads them.
 #include "nmkit/cutlass_sm80.h"
 
@@ -55,6 +55,7 @@ Result<CutlassSm80> to_cutlass_sm80(const Sparse24& packed, std::string_view nam
   CutlassSm80 out;
   out.rows = packed.rows();
   out.K = packed.K;
+  out.values = Tensor::empty(packed.dtype(), {0, 0});  // the dtype decides the sizes below
   const size_t es = dtype_size(packed.dtype());
   const int64_t groups = packed.K_pad() / 4, src_half = groups * 2, dst_half = out.K_pad() / 2;
   out.values = Tensor::zeros(packed.dtype(), {out.rows_pad(), dst_half});

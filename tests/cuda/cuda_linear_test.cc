@@ -1,4 +1,4 @@
-// The GPU path without and with a GPU (docs/design.md section 16):
+// The GPU path without and with a GPU (docs/design.md section 14):
 //   CudaPlan, CusparseLt.Loads: host-only, run in CI (the backend rules; cuSPARSELt's library and
 //     every entry point nmkit calls);
 //   CudaLinear.*: CudaSparseLinear against the CPU references, skipped without a CUDA device of
@@ -35,6 +35,9 @@ TEST(CudaPlan, BackendRules) {
   EXPECT_FALSE(choose_backend(S, I8, CudaBackend::CusparseLt, 90, false).ok());  // not loaded
   EXPECT_FALSE(choose_backend(D, I8, CudaBackend::Cutlass, 90, true).ok());      // dense: cuBLASLt
   EXPECT_FALSE(choose_backend(S, I8, CudaBackend::CublasLt, 90, true).ok());
+  EXPECT_FALSE(choose_backend(S, F8, CudaBackend::Cutlass, 90, true).ok());      // no FP8 mma.sp on Hopper
+  EXPECT_FALSE(choose_backend(S, F8, CudaBackend::Auto, 90, false).ok());
+  EXPECT_EQ(*choose_backend(S, F8, CudaBackend::Auto, 89, false), CudaBackend::Cutlass);
 }
 
 // cuSPARSELt is loaded at run time: the library scripts/setup_cuda.sh unpacked (or NMKIT_CUSPARSELT)
@@ -93,7 +96,9 @@ TEST(CudaLinear, Int8Sparse24EqualsCpuBitForBit) {
       auto layer = CudaSparseLinear::sparse24(*packed, {QuantType::Int8, backend});
       ASSERT_TRUE(layer.ok()) << layer.error().message();
       for (const bool with_bias : {false, true}) {
-        if (with_bias) ASSERT_TRUE(layer->set_bias(bias.view()).ok());
+        if (with_bias) {
+          ASSERT_TRUE(layer->set_bias(bias.view()).ok());
+        }
         const TensorView b = bias.view();
         auto want = ref_quant_linear(*qx, *qw, with_bias ? &b : nullptr);
         auto got = layer->apply(x.view());
@@ -142,13 +147,9 @@ TEST(CudaLinear, Slid68EqualsDense68Int8) {
 // epilogue's two multiplications.
 TEST(CudaLinear, E4m3Sparse24WithinAccumulationBound) {
   NMKIT_NEED_GPU();
-  int major = 0;
-  if (cuda_device_count() > 0) {
-    auto probe = CudaSparseLinear::sparse24(*compress_sparse24(pruned_weight(16, 64, {2, 4}, 1).view()),
-                                            {QuantType::E4M3});
-    if (!probe.ok()) GTEST_SKIP() << probe.error().message();  // before sm_89
-    (void)major;
-  }
+  auto probe = CudaSparseLinear::sparse24(*compress_sparse24(pruned_weight(16, 64, {2, 4}, 1).view()),
+                                          {QuantType::E4M3});
+  if (!probe.ok()) GTEST_SKIP() << probe.error().message();  // before sm_89
   const Tensor w = pruned_weight(64, 1000, {2, 4}, 4);
   const Tensor x = test::random_tensor(DType::F32, {40, 1000}, 5);
   auto packed = compress_sparse24(w.view());

@@ -43,7 +43,7 @@ template <class Value, class Word>
 std::vector<Value> cutlass_dense(const Sparse24& s, const CutlassSm80& layout) {
   const int64_t rows_pad = layout.rows_pad(), K_pad = layout.K_pad();
   const int64_t cols = K_pad / layout.meta_bits();
-  static_assert(sizeof(Word) * 8 == 256 / (sizeof(Value) * 8) * 2, "one nibble per 4 values");
+  static_assert(sizeof(Word) * 8 == 256 / (sizeof(Value) * 8), "a word: one nibble per 4 of 256 / bits values");
   std::vector<uint8_t> nibbles(static_cast<size_t>(rows_pad * layout.meta_row_bytes()), 0x44);
   for (int64_t r = 0; r < s.rows(); ++r) {
     for (int64_t g = 0; g < s.K_pad() / 4; ++g) {
@@ -76,7 +76,8 @@ void check(const Sparse24& s, const std::string& what) {
   SCOPED_TRACE(what);
   auto layout = to_cutlass_sm80(s, what);
   ASSERT_TRUE(layout.ok()) << layout.error().message();
-  ASSERT_TRUE(validate(*layout, what).ok());
+  const Status valid = validate(*layout, what);
+  ASSERT_TRUE(valid.ok()) << valid.error().message();
   const std::vector<Value> dense = cutlass_dense<Value, Word>(s, *layout);
   // nmkit's dense matrix (decompress copies elements by size, so codes decompress as well).
   const Tensor want = decompress(s);

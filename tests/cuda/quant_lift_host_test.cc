@@ -103,7 +103,9 @@ TEST(QuantLiftHost, MatchesCpuQuantizerByteForByte) {
                 const uint8_t got = codes[static_cast<size_t>(m * shape.cols + j)];
                 const uint8_t want = j < cols ? cpu->codes.as<uint8_t>()[m * cols + j] : 0;
                 ASSERT_EQ(got, want) << "row " << m << ", column " << j << ", lanes " << lanes;
-                if (j < cols) ASSERT_EQ(got, ref.codes.as<uint8_t>()[m * cols + j]) << "row " << m << ", column " << j;
+                if (j < cols) {
+                  ASSERT_EQ(got, ref.codes.as<uint8_t>()[m * cols + j]) << "row " << m << ", column " << j;
+                }
                 nonzero_codes += got != 0;
               }
             }
