@@ -39,6 +39,10 @@ struct CutlassSm80 {
   size_t memory_bytes() const { return values.nbytes() + meta.nbytes(); }
 };
 
+// The sizes of the layout of a [rows, K] weight of `dtype` (values and meta left empty): what a
+// checkpoint's parts must be before any byte is read.
+CutlassSm80 cutlass_sm80_geometry(DType dtype, int64_t rows, int64_t K);
+
 // Word offset of metadata word (r, c) in a ColumnMajorInterleaved<2> tensor of rows_pad rows, for
 // ElementE words of meta_bits (16 or 32) bits: the formula above.
 int64_t cutlass_sm80_meta_offset(int64_t r, int64_t c, int64_t rows_pad, int meta_bits);

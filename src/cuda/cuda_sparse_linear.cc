@@ -65,14 +65,21 @@ Tensor pad_codes(const Tensor& codes, int64_t K_x) {
   return out;
 }
 
+// Compute capability as 10 * major + minor; 0 for no such device (the error is cleared).
 int device_sm(int device) {
   int major = 0, minor = 0;
   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+    cudaGetLastError();
     return 0;
   }
   return 10 * major + minor;
 }
+
+// cuSPARSELt takes 8-bit operands whose dimensions are multiples of 32: its GEMM runs on the
+// token count rounded up (the extra columns of X's codes and of the accumulators are scratch that
+// the epilogue never reads).
+int64_t gemm_tokens(CudaBackend backend, int64_t M) { return backend == CudaBackend::CusparseLt ? round_up(M, 32) : M; }
 
 }  // namespace
 
@@ -110,7 +117,7 @@ Result<std::unique_ptr<CudaLayer>> build(const Tensor& codes, const Sparse24* sp
                                          int64_t K, std::optional<SlideGeometry> geometry,
                                          const CudaLinearOptions& options) {
   const WeightFormat format = sparse != nullptr ? WeightFormat::Sparse24 : WeightFormat::Dense;
-  if (cuda_device_count() <= options.device) {
+  if (device_sm(options.device) < 80) {
     return Error(ErrorCode::Unsupported, "CUDA: no device " + std::to_string(options.device) +
                                              " of compute capability 8.0 or more");
   }
@@ -193,7 +200,7 @@ int cuda_device_count() {
     return 0;
   }
   int capable = 0;
-  for (int d = 0; d < count; ++d) capable += cuda::device_sm(d) >= 80;
+  for (int d = 0; d < count; ++d) capable += cuda::device_sm(d) >= 80 ? 1 : 0;
   return capable;
 }
 
@@ -255,7 +262,8 @@ Status CudaSparseLinear::apply_device(const void* x, DType x_dtype, int64_t M, f
   NMKIT_CUDA_TRY(cudaSetDevice(l.device));
   auto stream = static_cast<cudaStream_t>(stream_ptr);
   std::lock_guard<std::mutex> lock(l.scratch_lock);
-  NMKIT_TRY(l.codes.reserve(static_cast<size_t>(M * l.K_x)));
+  const int64_t M_gemm = gemm_tokens(l.backend, M);
+  NMKIT_TRY(l.codes.reserve(static_cast<size_t>(M_gemm * l.K_x)));
   NMKIT_TRY(l.scale_x.reserve(static_cast<size_t>(M) * sizeof(float)));
   NMKIT_TRY(l.bad_row.reserve(sizeof(int64_t)));
   NMKIT_CUDA_TRY(cudaMemcpyAsync(l.bad_row.ptr, &M, sizeof(int64_t), cudaMemcpyHostToDevice, stream));
@@ -276,11 +284,11 @@ Status CudaSparseLinear::apply_device(const void* x, DType x_dtype, int64_t M, f
     args.y = y;
     NMKIT_CUDA_TRY(l.type == QuantType::Int8 ? sparse_gemm_int8_sm80(args, stream) : sparse_gemm_e4m3_sm89(args, stream));
   } else {
-    NMKIT_TRY(l.acc.reserve(static_cast<size_t>(M * l.rows) * 4));
+    NMKIT_TRY(l.acc.reserve(static_cast<size_t>(M_gemm * l.rows) * 4));
     if (l.backend == CudaBackend::CublasLt) {
       NMKIT_TRY(l.cublas->run({l.rows, M, l.K_x, l.lift.e4m3}, l.dense_codes.ptr, l.codes.ptr, l.acc.ptr, stream));
     } else {
-      NMKIT_TRY(l.cusparselt->run(M, l.codes.ptr, l.acc.ptr, stream));
+      NMKIT_TRY(l.cusparselt->run(M_gemm, l.codes.ptr, l.acc.ptr, stream));
     }
     NMKIT_CUDA_TRY(scale_epilogue(l.acc.ptr, l.type == QuantType::Int8, M, l.rows, l.scale_x.as<const float>(),
                                   l.scale_w.as<const float>(), bias, y, stream));

@@ -155,9 +155,10 @@ Result<std::unique_ptr<CusparseLtGemm>> CusparseLtGemm::make(const void* dense_w
   s.e4m3 = e4m3;
   NMKIT_LT_TRY(cusparseLtInit(&s.handle));
   s.handle_ready = true;
-  // The compressed size and the compression need a plan; any token count gives the same A.
+  // The compressed size and the compression need a plan; any token count (a multiple of 32,
+  // cuda_sparse_linear.cc) gives the same A.
   std::unique_ptr<State::Plan> plan;
-  NMKIT_TRY(s.plan_for(16, plan));
+  NMKIT_TRY(s.plan_for(32, plan));
   size_t compressed_bytes = 0, buffer_bytes = 0;
   NMKIT_LT_TRY(cusparseLtSpMMACompressedSize(&s.handle, &plan->plan, &compressed_bytes, &buffer_bytes));
   NMKIT_CUDA_TRY(cudaMalloc(&s.compressed, compressed_bytes));
@@ -168,7 +169,7 @@ Result<std::unique_ptr<CusparseLtGemm>> CusparseLtGemm::make(const void* dense_w
   cudaStreamSynchronize(stream);
   if (buffer != nullptr) cudaFree(buffer);
   NMKIT_TRY(sparselt_status(*lt, status, "cusparseLtSpMMACompress"));
-  s.plans.emplace(16, std::move(plan));
+  s.plans.emplace(32, std::move(plan));
   return gemm;
 }
 

@@ -39,6 +39,14 @@ std::string place(int64_t r, int64_t g) {
 
 }  // namespace
 
+CutlassSm80 cutlass_sm80_geometry(DType dtype, int64_t rows, int64_t K) {
+  CutlassSm80 layout;
+  layout.rows = rows;
+  layout.K = K;
+  layout.values = Tensor::empty(dtype, {0, 0});  // the dtype decides the sizes
+  return layout;
+}
+
 int64_t cutlass_sm80_meta_offset(int64_t r, int64_t c, int64_t rows_pad, int meta_bits) {
   const int64_t G = meta_bits == 16 ? 32 : 16;
   const int64_t I = meta_bits == 16 ? 4 : 2;
@@ -52,10 +60,7 @@ Result<CutlassSm80> to_cutlass_sm80(const Sparse24& packed, std::string_view nam
     return Error(pre + "dtype " + std::string(dtype_name(packed.dtype())) +
                  " is not F16, BF16, I8 or F8_E4M3 (the 2:4 types of mma.sp; F32 runs as tf32 1:2)");
   }
-  CutlassSm80 out;
-  out.rows = packed.rows();
-  out.K = packed.K;
-  out.values = Tensor::empty(packed.dtype(), {0, 0});  // the dtype decides the sizes below
+  CutlassSm80 out = cutlass_sm80_geometry(packed.dtype(), packed.rows(), packed.K);
   const size_t es = dtype_size(packed.dtype());
   const int64_t groups = packed.K_pad() / 4, src_half = groups * 2, dst_half = out.K_pad() / 2;
   out.values = Tensor::zeros(packed.dtype(), {out.rows_pad(), dst_half});

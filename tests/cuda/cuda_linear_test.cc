@@ -71,6 +71,15 @@ void expect_bits_equal(const Tensor& got, const Tensor& want, const std::string&
   EXPECT_GT(nonzero, want.numel() / 2) << what;
 }
 
+// The layer's Y for x equals `want` bit for bit.
+void expect_layer_bits(const Result<CudaSparseLinear>& layer, const Tensor& x, const Result<Tensor>& want) {
+  ASSERT_TRUE(layer.ok()) << layer.error().message();
+  ASSERT_TRUE(want.ok()) << want.error().message();
+  auto got = layer->apply(x.view());
+  ASSERT_TRUE(got.ok()) << got.error().message();
+  expect_bits_equal(*got, *want, layer->kernel_name());
+}
+
 struct Shape {
   int64_t M, rows, K;
 };
@@ -96,14 +105,12 @@ TEST(CudaLinear, Int8Sparse24EqualsCpuBitForBit) {
       auto layer = CudaSparseLinear::sparse24(*packed, {QuantType::Int8, backend});
       ASSERT_TRUE(layer.ok()) << layer.error().message();
       for (const bool with_bias : {false, true}) {
+        SCOPED_TRACE(with_bias ? "with bias" : "without bias");
         if (with_bias) {
           ASSERT_TRUE(layer->set_bias(bias.view()).ok());
         }
         const TensorView b = bias.view();
-        auto want = ref_quant_linear(*qx, *qw, with_bias ? &b : nullptr);
-        auto got = layer->apply(x.view());
-        ASSERT_TRUE(want.ok() && got.ok()) << (got.ok() ? want.error().message() : got.error().message());
-        expect_bits_equal(*got, *want, layer->kernel_name() + (with_bias ? " with bias" : ""));
+        expect_layer_bits(layer, x, ref_quant_linear(*qx, *qw, with_bias ? &b : nullptr));
       }
     }
   }
@@ -113,12 +120,8 @@ TEST(CudaLinear, Int8DenseEqualsCpuBitForBit) {
   NMKIT_NEED_GPU();
   const Tensor w = test::random_tensor(DType::F32, {64, 300}, 11);
   const Tensor x = test::random_tensor(DType::F32, {33, 300}, 12);
-  auto layer = CudaSparseLinear::dense(w.view());
-  ASSERT_TRUE(layer.ok()) << layer.error().message();
-  auto want = ref_quant_linear(*quantize_tokens(x.view(), QuantType::Int8), *quantize_weights(w.view(), QuantType::Int8));
-  auto got = layer->apply(x.view());
-  ASSERT_TRUE(want.ok() && got.ok()) << (got.ok() ? "" : got.error().message());
-  expect_bits_equal(*got, *want, layer->kernel_name());
+  expect_layer_bits(CudaSparseLinear::dense(w.view()), x,
+                    ref_quant_linear(*quantize_tokens(x.view(), QuantType::Int8), *quantize_weights(w.view(), QuantType::Int8)));
 }
 
 // SlideSparse end to end: a 6:8 weight slid to 2:4 runs on the sparse kernels with X lifted on the
@@ -131,12 +134,8 @@ TEST(CudaLinear, Slid68EqualsDense68Int8) {
     const Tensor x = test::random_tensor(DType::F32, {19, K}, 86);
     auto slid = slide(w.view(), Pattern{6, 8});
     ASSERT_TRUE(slid.ok());
-    auto layer = CudaSparseLinear::slid(slid->weight.view(), slid->geometry);
-    ASSERT_TRUE(layer.ok()) << layer.error().message();
-    auto want = ref_quant_linear(*quantize_tokens(x.view(), QuantType::Int8), *quantize_weights(w.view(), QuantType::Int8));
-    auto got = layer->apply(x.view());
-    ASSERT_TRUE(want.ok() && got.ok()) << (got.ok() ? "" : got.error().message());
-    expect_bits_equal(*got, *want, layer->kernel_name());
+    expect_layer_bits(CudaSparseLinear::slid(slid->weight.view(), slid->geometry), x,
+                      ref_quant_linear(*quantize_tokens(x.view(), QuantType::Int8), *quantize_weights(w.view(), QuantType::Int8)));
   }
 }
 
