@@ -50,6 +50,7 @@ finish() {
 }
 
 step "device"
+command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
 nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv || true
 nvcc --version | tail -n 1
 cmake --version | head -n 1
@@ -70,8 +71,8 @@ export NMKIT_CUSPARSELT
 echo "cuSPARSELt: ${NMKIT_CUSPARSELT:-not found (its tests fail, its timings are left out)}"
 
 step "build (cmake, $(nproc) jobs)"
-generator=()
-command -v ninja >/dev/null && generator=(-G Ninja)
+generator=()  # Ninja where it is there, unless a build folder already chose
+[ ! -f "$build/CMakeCache.txt" ] && command -v ninja >/dev/null && generator=(-G Ninja)
 start=$SECONDS
 cmake -S tests/cuda/gpu_check -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DNMKIT_CUDA_DEPS="$deps" -DGTEST_SOURCE="$deps/googletest" >"$out/configure.log" 2>&1 &&

@@ -12,7 +12,7 @@
 //            its epilogue; or cuSPARSELt (loaded at run time) then the scale kernel. Auto picks
 //            cuSPARSELt on sm_90 where it loads (CUTLASS 2.x runs Ampere's mma.sp there, not
 //            Hopper's wgmma), CUTLASS elsewhere.
-// Layout on the device: X codes (M, K_x) with K_x = K (K' when slid) rounded up to 64, zeros past
+// Layout on the device: X codes (M, K_x) with K_x = K (K' when slid) rounded up to 128, zeros past
 // K'; CUTLASS: values (rows, K_x/2) and metadata as include/nmkit/cutlass_sm80.h; cuBLASLt and
 // cuSPARSELt: the dense codes (rows, K_x) (cuSPARSELt compresses them into its own opaque buffer).
 // Shapes: rows a multiple of 16 (the metadata interleave of 8-bit operands), K >= 1.

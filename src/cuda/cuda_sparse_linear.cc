@@ -15,6 +15,7 @@
 #include "cuda/library_gemm.h"
 #include "cuda/quant_lift.h"
 #include "cuda/sparse_gemm.h"
+#include "cuda/weight_padding.h"
 #include "nmkit/cuda_linear.h"
 #include "nmkit/cutlass_sm80.h"
 #include "nmkit/slide.h"
@@ -23,7 +24,10 @@ namespace nmkit {
 namespace cuda {
 namespace {
 
-constexpr int64_t kAlignK = 64;  // X codes and weight rows: two 32-K metadata words
+// X codes and weight rows are padded to whole threadblock tiles of CUTLASS's K (128): its sparse
+// GEMM refuses other K, since metadata read past the end would be zero-filled and 0 is no valid
+// nibble (cutlass/gemm/kernel/sparse_gemm.h, can_implement). One padding for every backend.
+constexpr int64_t kAlignK = 128;
 
 int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 
@@ -55,16 +59,6 @@ struct DeviceBuffer {
   T* as() const { return static_cast<T*>(ptr); }
 };
 
-// [rows, K] codes into [rows, K_x], zero-padded.
-Tensor pad_codes(const Tensor& codes, int64_t K_x) {
-  const int64_t rows = codes.rows(), K = codes.cols();
-  Tensor out = Tensor::zeros(codes.dtype(), {rows, K_x});
-  for (int64_t r = 0; r < rows; ++r) {
-    std::memcpy(out.data() + r * K_x, codes.data() + r * K, static_cast<size_t>(K));
-  }
-  return out;
-}
-
 // Compute capability as 10 * major + minor; 0 for no such device (the error is cleared).
 int device_sm(int device) {
   int major = 0, minor = 0;
@@ -76,10 +70,16 @@ int device_sm(int device) {
   return 10 * major + minor;
 }
 
-// cuSPARSELt takes 8-bit operands whose dimensions are multiples of 32: its GEMM runs on the
-// token count rounded up (the extra columns of X's codes and of the accumulators are scratch that
-// the epilogue never reads).
-int64_t gemm_tokens(CudaBackend backend, int64_t M) { return backend == CudaBackend::CusparseLt ? round_up(M, 32) : M; }
+// The token count a backend's GEMM runs: cuSPARSELt takes 8-bit dimensions in multiples of 32,
+// CUTLASS's sparse GEMM token counts in multiples of 16 (its B alignment). The extra columns of X's
+// codes and of the results are scratch that nothing reads.
+int64_t gemm_tokens(CudaBackend backend, int64_t M) {
+  switch (backend) {
+    case CudaBackend::CusparseLt: return round_up(M, 32);
+    case CudaBackend::Cutlass: return round_up(M, 16);
+    default: return M;
+  }
+}
 
 }  // namespace
 
@@ -95,10 +95,10 @@ struct CudaLayer {
   DeviceBuffer values, meta, dense_codes, scale_w, bias;
   std::unique_ptr<CublasLtGemm> cublas;
   std::unique_ptr<CusparseLtGemm> cusparselt;
-  // Per-call scratch (X codes, token scales, the first bad row, accumulators), shared by calls
-  // under a lock: a layer runs one call at a time.
+  // Per-call scratch (X codes, token scales, the first bad row, accumulators, CUTLASS's Y for a
+  // token count it pads), shared by calls under a lock: a layer runs one call at a time.
   mutable std::mutex scratch_lock;
-  mutable DeviceBuffer codes, scale_x, bad_row, acc;
+  mutable DeviceBuffer codes, scale_x, bad_row, acc, y_pad;
 
   std::string name() const {
     std::string form = format == WeightFormat::Dense ? "dense"
@@ -151,7 +151,7 @@ Result<std::unique_ptr<CudaLayer>> build(const Tensor& codes, const Sparse24* sp
 
   NMKIT_TRY(l.scale_w.upload(scales.data(), scales.nbytes()));
   if (l.backend == CudaBackend::Cutlass) {
-    auto layout = to_cutlass_sm80(*sparse, "weight");  // pads K to K_x (two 32-K words)
+    auto layout = to_cutlass_sm80(pad_sparse24(*sparse, l.K_x), "weight");
     if (!layout.ok()) return layout.error();
     NMKIT_ASSERT(layout->rows_pad() == l.rows && layout->K_pad() == l.K_x);
     NMKIT_TRY(l.values.upload(layout->values.data(), layout->values.nbytes()));
@@ -264,7 +264,7 @@ Status CudaSparseLinear::apply_device(const void* x, DType x_dtype, int64_t M, f
   std::lock_guard<std::mutex> lock(l.scratch_lock);
   const int64_t M_gemm = gemm_tokens(l.backend, M);
   NMKIT_TRY(l.codes.reserve(static_cast<size_t>(M_gemm * l.K_x)));
-  NMKIT_TRY(l.scale_x.reserve(static_cast<size_t>(M) * sizeof(float)));
+  NMKIT_TRY(l.scale_x.reserve(static_cast<size_t>(M_gemm) * sizeof(float)));
   NMKIT_TRY(l.bad_row.reserve(sizeof(int64_t)));
   NMKIT_CUDA_TRY(cudaMemcpyAsync(l.bad_row.ptr, &M, sizeof(int64_t), cudaMemcpyHostToDevice, stream));
   NMKIT_CUDA_TRY(quantize_lift(x, x_dtype == DType::BF16, M, l.K, l.lift, l.codes.as<uint8_t>(), l.K_x,
@@ -273,7 +273,7 @@ Status CudaSparseLinear::apply_device(const void* x, DType x_dtype, int64_t M, f
   if (l.backend == CudaBackend::Cutlass) {
     SparseGemmArgs args;
     args.rows = l.rows;
-    args.tokens = M;
+    args.tokens = M_gemm;
     args.K = l.K_x;
     args.values = l.values.ptr;
     args.meta = l.meta.ptr;
@@ -282,7 +282,15 @@ Status CudaSparseLinear::apply_device(const void* x, DType x_dtype, int64_t M, f
     args.scale_x = l.scale_x.as<const float>();
     args.bias = bias;
     args.y = y;
+    if (M_gemm != M) {  // the padded tokens' rows of Y go to scratch, then the real ones to y
+      NMKIT_TRY(l.y_pad.reserve(static_cast<size_t>(M_gemm * l.rows) * sizeof(float)));
+      args.y = l.y_pad.as<float>();
+    }
     NMKIT_CUDA_TRY(l.type == QuantType::Int8 ? sparse_gemm_int8_sm80(args, stream) : sparse_gemm_e4m3_sm89(args, stream));
+    if (M_gemm != M) {
+      NMKIT_CUDA_TRY(cudaMemcpyAsync(y, args.y, static_cast<size_t>(M * l.rows) * sizeof(float),
+                                     cudaMemcpyDeviceToDevice, stream));
+    }
   } else {
     NMKIT_TRY(l.acc.reserve(static_cast<size_t>(M_gemm * l.rows) * 4));
     if (l.backend == CudaBackend::CublasLt) {

@@ -19,7 +19,7 @@ namespace nmkit::cuda {
 struct LibraryGemmShape {
   int64_t rows = 0;
   int64_t tokens = 0;
-  int64_t K = 0;  // a multiple of 64
+  int64_t K = 0;  // a multiple of 128 (cuda_sparse_linear.cc pads every backend alike)
   bool e4m3 = false;
 };
 

@@ -16,9 +16,9 @@
 namespace nmkit::cuda {
 
 struct SparseGemmArgs {
-  int64_t rows = 0;    // a multiple of 32 (the metadata interleave, include/nmkit/cutlass_sm80.h)
-  int64_t tokens = 0;  // >= 1
-  int64_t K = 0;       // a multiple of 64: the padded width of X's codes and of the weight
+  int64_t rows = 0;    // a multiple of 16 (the metadata interleave, include/nmkit/cutlass_sm80.h)
+  int64_t tokens = 0;  // a multiple of 16 (B's 16-byte accesses; can_implement refuses others)
+  int64_t K = 0;       // a multiple of 128 (the threadblock's K): the padded width of X and W
   const void* values = nullptr;  // [rows, K/2] int8 or e4m3 codes
   const void* meta = nullptr;    // [rows, K/8] bytes of uint32 words in CUTLASS's order
   const void* x = nullptr;       // [tokens, K] codes of the same type, zero past the real K
