@@ -14,10 +14,6 @@ using format_detail::name_prefix;
 
 constexpr unsigned kPaddingNibble = 0x4;  // positions 0 and 1: what the fill rule names for no non-zero
 
-bool valid_nibble(unsigned nibble) {
-  return nibble == 0x4 || nibble == 0x8 || nibble == 0x9 || nibble == 0xC || nibble == 0xD ||
-         nibble == 0xE;
-}
 
 bool sm80_dtype(DType dtype) {
   return dtype == DType::F16 || dtype == DType::BF16 || dtype == DType::I8 || dtype == DType::F8_E4M3;
@@ -81,7 +77,7 @@ Result<CutlassSm80> to_cutlass_sm80(const Sparse24& packed, std::string_view nam
         const uint8_t* meta = packed.meta.as<uint8_t>() + r * packed.meta_stride();
         for (int64_t g = 0; g < groups; ++g) {
           const unsigned nibble = (meta[g / 2] >> ((g & 1) * 4)) & 0xFu;
-          if (!valid_nibble(nibble) && status) {
+          if (!format_detail::valid_sparse24_nibble(nibble) && status) {
             status = Error(pre + place(r, g) + " has invalid metadata nibble " + std::to_string(nibble));
           }
           uint8_t& byte = row_nibbles[static_cast<size_t>(g / 2)];
@@ -129,7 +125,7 @@ Status validate(const CutlassSm80& packed, std::string_view name) {
       const int64_t g = c * groups_per_word + i;
       const unsigned nibble = (word >> (4 * i)) & 0xFu;
       const bool padding_group = r >= packed.rows || g * 4 >= packed.K;
-      if (!valid_nibble(nibble) || (padding_group && nibble != kPaddingNibble)) {
+      if (!format_detail::valid_sparse24_nibble(nibble) || (padding_group && nibble != kPaddingNibble)) {
         status = Error(pre + place(r, g) + " has " + (padding_group ? "padding " : "") +
                        "metadata nibble " + std::to_string(nibble));
       }

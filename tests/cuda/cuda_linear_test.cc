@@ -38,6 +38,10 @@ TEST(CudaPlan, BackendRules) {
   EXPECT_FALSE(choose_backend(S, F8, CudaBackend::Cutlass, 90, true).ok());      // no FP8 mma.sp on Hopper
   EXPECT_FALSE(choose_backend(S, F8, CudaBackend::Auto, 90, false).ok());
   EXPECT_EQ(*choose_backend(S, F8, CudaBackend::Auto, 89, false), CudaBackend::Cutlass);
+  for (const CudaBackend b : {CudaBackend::Auto, CudaBackend::Cutlass, CudaBackend::CusparseLt, CudaBackend::CublasLt}) {
+    EXPECT_EQ(*cuda_backend_from_name(cuda_backend_name(b)), b);
+  }
+  EXPECT_FALSE(cuda_backend_from_name("cudnn").ok());
 }
 
 // cuSPARSELt is loaded at run time: the library scripts/setup_cuda.sh unpacked (or NMKIT_CUSPARSELT)
