@@ -18,8 +18,9 @@
 #   timeout_s: 420
 # (about 33 MiB carried.) Expected: build about 1 minute, steps 1-4 about 2-3 minutes; each step has
 # its own time limit, so a hang costs that step, not the call. The log is $OUT/gpu_check.log
-# (build-gpu/gpu_check.log without $OUT); the last lines printed are the summary. cuSPARSELt's
-# library is the one in the image's Python packages (nvidia-cusparselt-cu13), or NMKIT_CUSPARSELT.
+# (build-gpu/gpu_check.log without $OUT), the device tests' whole output $OUT/device_tests.log;
+# the last lines printed are the summary. cuSPARSELt's library is the one in the image's Python
+# packages (nvidia-cusparselt-cu13), or NMKIT_CUSPARSELT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-build-gpu}
@@ -87,9 +88,9 @@ tests=$build/tests_cuda
 step "1. host oracles and device tests"
 timed "CUTLASS metadata oracle" 120 "$tests/nmkit_test_cuda_oracle" --gtest_brief=1
 start=$SECONDS
-timeout 240 "$tests/nmkit_test_cuda" 2>&1 | tee "$build/device_tests.log" | grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|Failure|error|Expected|Which is|element|row|PASSED|FAILED TEST'
+timeout 240 "$tests/nmkit_test_cuda" 2>&1 | tee "$out/device_tests.log" | grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|Failure|error|Expected|Which is|element|row|PASSED|FAILED TEST'
 rc=${PIPESTATUS[0]}
-if grep -q '^\[  SKIPPED \]' "$build/device_tests.log"; then
+if grep -q '^\[  SKIPPED \]' "$out/device_tests.log"; then
   echo "a device test was skipped on a GPU machine"
   rc=1
 fi
