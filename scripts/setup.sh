@@ -49,6 +49,12 @@ for spec in tokenizers gguf==0.19.0; do
   fi
 done
 
+# The GPU path's headers and tools (CUTLASS, cuSPARSELt, cuobjdump) where nvcc is installed: CMake's
+# NMKIT_CUDA is on exactly then (docs/design.md section 14).
+if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+  bash scripts/setup_cuda.sh
+fi
+
 # A configure that failed leaves a cache but no build files: configure again then.
 if [ ! -f build/CMakeCache.txt ] || [ ! -f build/Makefile ]; then
   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DNMKIT_WERROR=ON

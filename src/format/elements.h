@@ -45,6 +45,11 @@ inline uint64_t load_bits(const std::byte* p, size_t esize) {
   }
 }
 
+// A sparse24 metadata nibble idx0 | idx1 << 2 with idx0 < idx1: 0x4, 0x8, 0x9, 0xC, 0xD or 0xE.
+inline bool valid_sparse24_nibble(unsigned nibble) {
+  return nibble == 0x4 || nibble == 0x8 || nibble == 0x9 || nibble == 0xC || nibble == 0xD || nibble == 0xE;
+}
+
 // The fill rule of docs/design.md 4.2/4.3: the group's non-zero positions, then its lowest-index zero
 // positions (padding positions of a tail group count as zeros) until `keep` positions are chosen.
 // `nonzero` has bit j set for a non-zero at group position j < group, `count` of them, <= keep.

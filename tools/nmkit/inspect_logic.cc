@@ -75,9 +75,13 @@ double InspectedTensor::zero_fraction() const {
   return n > 0 ? static_cast<double>(zeros) / static_cast<double>(n) : 0.0;
 }
 
+std::string InspectedTensor::format_name() const {
+  return record ? std::string(stored_format_name({record->format, record->layout})) : "-";
+}
+
 std::string InspectedTensor::format() const {
   if (!record) return "-";
-  std::string text(weight_format_name(record->format));
+  std::string text = format_name();
   if (record->slide) text += " slid";
   return text;
 }
@@ -112,7 +116,7 @@ Result<std::vector<InspectedTensor>> inspect_file(const std::string& path) {
         dense = decompress(*nm);
       } else {
         return Error(fmt::format("{}: tensor {}: record says {} but the parts load as a dense tensor", path,
-                                 quote_name(st.name), weight_format_name(st.record->format)));
+                                 quote_name(st.name), stored_format_name({st.record->format, st.record->layout})));
       }
       out.dtype = dense.dtype();
       out.shape = dense.shape();
@@ -148,7 +152,7 @@ nlohmann::json inspect_json(const std::string& path, const std::vector<Inspected
         {"name", t.name},
         {"dtype", t.stored_type.empty() ? std::string(dtype_name(t.dtype)) : t.stored_type},
         {"shape", t.shape},
-        {"format", t.record ? nlohmann::json(std::string(weight_format_name(t.record->format))) : nullptr},
+        {"format", t.record ? nlohmann::json(t.format_name()) : nullptr},
         {"pattern", t.record ? nlohmann::json(t.record->pattern.str()) : nullptr},
         {"zero_fraction", t.zero_fraction()},
         {"zeros", t.zeros},

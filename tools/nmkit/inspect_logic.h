@@ -32,7 +32,8 @@ struct InspectedTensor {
   std::optional<bool> complies;         // with record->pattern, when there is a record and checked
 
   double zero_fraction() const;
-  std::string format() const;  // "-" (plain), "dense", "sparse24", "nm", with " slid" for SlideSparse
+  std::string format_name() const;  // "-" (plain), "dense", "sparse24", "nm", "cutlass_sm80"
+  std::string format() const;  // format_name(), with " slid" for SlideSparse
 };
 
 // Reads and checks every tensor of the file (compressed ones are validated and decompressed; GGUF
