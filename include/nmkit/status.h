@@ -71,6 +71,9 @@ class Error {
   Error with_context(const std::string& context) const;
   // Sets the file unless one is set (a message given whole is prefixed "FILE: " unless it starts so).
   Error in_file(const std::string& file) const;
+  // The same error with `code` unless it has one already: a module's boundary classifies what its
+  // internals left Unspecified (SafetensorsFile::open: a bad header is InvalidFile).
+  Error classified(ErrorCode code) const;
 
   const std::string& message() const { return message_; }
   ErrorCode code() const { return code_; }

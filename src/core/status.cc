@@ -123,6 +123,12 @@ Error Error::in_file(const std::string& file) const {
   return with_file(file);
 }
 
+Error Error::classified(ErrorCode code) const {
+  Error e = *this;
+  if (e.code_ == ErrorCode::Unspecified) e.code_ = code;
+  return e;
+}
+
 void Error::format() {
   const Details& d = details();
   std::string out = d.context;

@@ -199,8 +199,8 @@ Status non_finite_error(const float* x, int64_t M, int64_t K, int64_t first_row 
     if (k < 0) continue;
     char value[32];
     std::snprintf(value, sizeof value, "%g", static_cast<double>(row[k]));
-    return Error("linear: x row " + std::to_string(first_row + m) + ", column " + std::to_string(k) + ": value " + value +
-                 " is not finite");
+    return Error(ErrorCode::InvalidValue, "linear: x row " + std::to_string(first_row + m) + ", column " +
+                                              std::to_string(k) + ": value " + value + " is not finite");
   }
   return ok_status();
 }
@@ -516,7 +516,8 @@ Status SparseLinear::apply(const float* x, int64_t M, float* y) const {
 Status SparseLinear::apply(const TensorView& x, float* y) const {
   const PackedLinear& w = *layer_->packed;
   if (x.shape.size() != 2 || x.cols() != w.K) {
-    return Error("linear: input shape " + shape_str(x.shape) + " does not match K = " + std::to_string(w.K));
+    return Error(ErrorCode::InvalidArgument, "linear: input shape " + shape_str(x.shape) + " does not match K = " +
+                                                 std::to_string(w.K));
   }
   if (!is_prunable(x.dtype)) return Error("linear: input dtype " + std::string(dtype_name(x.dtype)) + " is not f32/bf16/f16");
   const int64_t M = x.rows();

@@ -39,7 +39,7 @@ Result<LinearFormat> parse_linear_format(std::string_view text) {
   if (text == "sparse24") return LinearFormat::Sparse24;
   if (text == "nm") return LinearFormat::NM;
   if (text == "slid") return LinearFormat::Slid;
-  return Error("format '" + std::string(text) + "' is not dense, sparse24, nm or slid");
+  return Error(ErrorCode::InvalidArgument, "format '" + std::string(text) + "' is not dense, sparse24, nm or slid");
 }
 
 std::string_view linear_format_name(LinearFormat format) {
@@ -56,7 +56,7 @@ Result<DType> parse_weight_dtype(std::string_view text) {
   if (text == "f32") return DType::F32;
   if (text == "bf16") return DType::BF16;
   if (text == "int8") return DType::I8;
-  return Error("weights '" + std::string(text) + "' is not f32, bf16 or int8");
+  return Error(ErrorCode::InvalidArgument, "weights '" + std::string(text) + "' is not f32, bf16 or int8");
 }
 
 const std::vector<std::string>& LlamaModel::block_linear_names() {
@@ -73,21 +73,21 @@ std::string block_tensor_name(int64_t b, std::string_view name) {
 
 Status check_format(DType weights, LinearFormat format, const std::optional<Pattern>& pattern) {
   if (weights != DType::F32 && weights != DType::BF16 && weights != DType::I8) {
-    return Error("model: weights " + std::string(dtype_name(weights)) + " is not f32, bf16 or int8");
+    return Error(ErrorCode::InvalidArgument, "model: weights " + std::string(dtype_name(weights)) + " is not f32, bf16 or int8");
   }
   if (format == LinearFormat::Dense) return ok_status();
-  if (!pattern) return Error("model: format " + std::string(linear_format_name(format)) + " needs a pattern");
+  if (!pattern) return Error(ErrorCode::InvalidArgument, "model: format " + std::string(linear_format_name(format)) + " needs a pattern");
   if (format == LinearFormat::Sparse24 && !(*pattern == Pattern{2, 4})) {
-    return Error("model: format sparse24 needs pattern 2:4, not " + pattern->str());
+    return Error(ErrorCode::InvalidArgument, "model: format sparse24 needs pattern 2:4, not " + pattern->str());
   }
   if (format == LinearFormat::NM && weights == DType::I8) {
-    return Error("model: format nm runs f32 or bf16 weights, not int8 (use slid or sparse24)");
+    return Error(ErrorCode::InvalidArgument, "model: format nm runs f32 or bf16 weights, not int8 (use slid or sparse24)");
   }
   if (format == LinearFormat::NM && pattern->group > 16) {
-    return Error("model: format nm supports groups up to 16, not " + pattern->str());
+    return Error(ErrorCode::InvalidArgument, "model: format nm supports groups up to 16, not " + pattern->str());
   }
   if (format == LinearFormat::Slid && !pattern->slidable()) {
-    return Error("model: format slid needs a pattern keep:2N with keep <= 2N-2, not " + pattern->str());
+    return Error(ErrorCode::InvalidArgument, "model: format slid needs a pattern keep:2N with keep <= 2N-2, not " + pattern->str());
   }
   return ok_status();
 }

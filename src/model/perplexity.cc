@@ -30,14 +30,14 @@ Result<PerplexityResult> perplexity(const LlamaModel& model, const std::vector<i
                                     const PerplexityOptions& options) {
   const int64_t ctx = options.ctx;
   const LlamaParams& p = model.params();
-  if (ctx < 4) return Error("perplexity: ctx " + std::to_string(ctx) + " is below 4");
+  if (ctx < 4) return Error(ErrorCode::InvalidArgument, "perplexity: ctx " + std::to_string(ctx) + " is below 4");
   if (ctx > p.n_ctx_train) {
-    return Error("perplexity: ctx " + std::to_string(ctx) + " exceeds the model's context length " +
+    return Error(ErrorCode::InvalidArgument, "perplexity: ctx " + std::to_string(ctx) + " exceeds the model's context length " +
                  std::to_string(p.n_ctx_train));
   }
   const int64_t n_tokens = static_cast<int64_t>(tokens.size());
   if (n_tokens < 2 * ctx) {
-    return Error("perplexity: the text has " + std::to_string(n_tokens) + " tokens, fewer than 2 x ctx = " +
+    return Error(ErrorCode::InvalidArgument, "perplexity: the text has " + std::to_string(n_tokens) + " tokens, fewer than 2 x ctx = " +
                  std::to_string(2 * ctx));
   }
   int64_t n_chunks = n_tokens / ctx;
