@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "nmkit/dtype.h"
+#include "nmkit/linear.h"
 #include "nmkit/pattern.h"
 #include "nmkit/prune.h"
 #include "nmkit/status.h"
@@ -52,6 +53,13 @@ std::string_view linear_format_name(LinearFormat format);
 // "f32" | "bf16" | "int8" -> F32, BF16, I8.
 Result<DType> parse_weight_dtype(std::string_view text);
 
+// One linear packed as LlamaModel packs its block linears (ModelOptions::weights and ::format): `w`
+// is a dense(-masked) [rows, K] weight (f32, f16 or bf16, read as f32); bf16 rounds it and runs bf16
+// activations, int8 quantizes it per row; sparse24, nm and slid compress it with `pattern` (slid
+// runs int8). Errors name `name`. What Python's nmkit.SparseLinear builds.
+Result<SparseLinear> pack_linear(const TensorView& w, DType weights, LinearFormat format,
+                                 const std::optional<Pattern>& pattern, std::string_view name = "");
+
 struct ModelOptions {
   // Weights of every linear, the head included: F32, BF16 (rounded to nearest even) or I8 (per output
   // channel, with activations quantized per token on every call; SparseLinear's int8 option).
@@ -69,6 +77,8 @@ struct ModelOptions {
   // Called after each block is built (b = 0 .. n_layer-1), for a progress line.
   std::function<void(int64_t b, int64_t n_layer)> on_block;
 };
+// The form's name in reports: "f32 dense", "bf16 2:4 sparse24", "int8 6:8 slid".
+std::string weight_form_name(const ModelOptions& options);
 
 class LlamaModel;
 
