@@ -77,11 +77,10 @@ nb::object array_view(const TensorView& view, nb::handle owner, Framework framew
 
 // Runs a long library call with the GIL released. Progress callbacks built by progress() take the
 // GIL, call the user's `progress(stage, done, total)` (when one was given) and check for Ctrl-C;
-// a Python exception there (KeyboardInterrupt, or one the callback raised) is kept and stops the
-// library call by a C++ exception thrown from the callback. Every callback site in the library
-// runs on the calling thread outside parallel regions and unwinds cleanly (RAII: the model being
-// built or pruned is dropped, writers remove their temporaries and turn the exception into an
-// Error), so nothing is written; run() then raises the kept exception in Python.
+// a Python exception there (KeyboardInterrupt, or one the callback raised) is kept and the callback
+// throws, which the library turns into an Error where it calls it (invoke_callback in
+// include/nmkit/status.h; the writers' on_tensor likewise): the job stops as on any error, with
+// nothing written, and run() raises the kept exception in Python instead of that Error.
 class LongCall {
  public:
   explicit LongCall(nb::object progress = nb::none()) : progress_(std::move(progress)) {}
@@ -91,10 +90,7 @@ class LongCall {
     std::optional<decltype(f())> result;
     {
       nb::gil_scoped_release release;
-      try {
-        result.emplace(f());
-      } catch (const Stopped&) {
-      }
+      result.emplace(f());
     }
     if (stopped_) throw std::move(*stopped_);  // nb::python_error: restores the Python exception
     return std::move(*result);

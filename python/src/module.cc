@@ -21,7 +21,8 @@ NB_MODULE(_nmkit, m) {
       .value("NotFound", ErrorCode::NotFound)
       .value("Io", ErrorCode::Io)
       .value("SameFile", ErrorCode::SameFile)
-      .value("Limit", ErrorCode::Limit);
+      .value("Limit", ErrorCode::Limit)
+      .value("Cancelled", ErrorCode::Cancelled);
   python::register_error_translator();
   python::bind_ops(m);
   python::bind_linear(m);

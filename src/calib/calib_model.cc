@@ -136,7 +136,7 @@ Result<CalibReport> calibrate_and_prune(LlamaModel& model, const std::vector<int
         report.linears.push_back(std::move(lr));
       }
       NMKIT_TRY(pack_block(b));
-      if (options.on_block) options.on_block(b, p.n_layer);
+      NMKIT_TRY(invoke_callback(options.on_block, "calibration progress", b, p.n_layer));
     }
     times.total = seconds_since(t_start);
     return report;
@@ -286,7 +286,7 @@ Result<CalibReport> calibrate_and_prune(LlamaModel& model, const std::vector<int
       NMKIT_TRY(model.run_block(b, hidden.data(), n_seq, seq_len));
       times.forward += seconds_since(t0);
     }
-    if (options.on_block) options.on_block(b, p.n_layer);
+    NMKIT_TRY(invoke_callback(options.on_block, "calibration progress", b, p.n_layer));
   }
   // Report the linears in the model's order within each block.
   std::stable_sort(report.linears.begin(), report.linears.end(),

@@ -57,6 +57,7 @@ std::string_view error_code_name(ErrorCode code) {
     case ErrorCode::Io: return "i/o";
     case ErrorCode::SameFile: return "same file";
     case ErrorCode::Limit: return "limit";
+    case ErrorCode::Cancelled: return "cancelled";
   }
   return "unknown";
 }

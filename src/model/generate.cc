@@ -66,7 +66,7 @@ Result<GenerateResult> generate(const LlamaModel& model, const Tokenizer& tokeni
     const std::string piece = tokenizer.token_to_piece(*next);
     result.text += piece;
     result.tokens.push_back(*next);
-    if (options.on_piece) options.on_piece(piece);
+    NMKIT_TRY(invoke_callback(options.on_piece, "generation callback", std::string_view(piece)));
     if (static_cast<int64_t>(result.tokens.size()) >= n_gen) break;
     int32_t id = *next;
     NMKIT_TRY(model.forward(session, &id, 1, logits.data(), 0));

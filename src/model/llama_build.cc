@@ -259,7 +259,7 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const TensorLoad
       NMKIT_TRY(block.pack_group(g, params, options, b, weights, options.format, options.pattern));
     }
     if (options.keep_dense_weights) block.dense = std::move(weights);
-    if (options.on_block) options.on_block(b, params.n_layer);
+    NMKIT_TRY(invoke_callback(options.on_block, "model build progress", b, params.n_layer));
   }
 
   // The head stays dense (docs/design.md 11.5), in the model's weight dtype.

@@ -65,7 +65,8 @@ Result<PerplexityResult> perplexity(const LlamaModel& model, const std::vector<i
     for (int64_t r = 0; r < rows - 1; ++r) result.nll_sum += nll[static_cast<size_t>(r)];
     result.predictions += rows - 1;
     result.chunks = c + 1;
-    if (options.on_chunk) options.on_chunk(c, n_chunks, std::exp(result.nll_sum / static_cast<double>(result.predictions)));
+    NMKIT_TRY(invoke_callback(options.on_chunk, "perplexity progress", c, n_chunks,
+                              std::exp(result.nll_sum / static_cast<double>(result.predictions))));
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.tokens = n_chunks * ctx;
