@@ -96,10 +96,11 @@ class LlamaSession {
   int64_t position() const;  // tokens in the cache
   void reset();              // empties the cache (buffers are kept)
 
+  struct Impl;  // opaque: defined in src/model
+
  private:
   friend class LlamaModel;
-  struct State;
-  std::unique_ptr<State> state_;
+  std::unique_ptr<Impl> impl_;
 };
 
 // The input of a block linear seen by run_block's hook: `names` are the linears that read it
@@ -175,7 +176,7 @@ class LlamaModel {
   std::string linear_kernel_name(int64_t M) const;
   std::string head_kernel_name(int64_t M) const;
 
- struct Impl;  // opaque: defined in src/model
+  struct Impl;  // opaque: defined in src/model
 
  private:
   explicit LlamaModel(std::unique_ptr<Impl> impl);

@@ -218,7 +218,7 @@ void embed_rows(const LlamaModel::Impl& m, const int32_t* tokens, int64_t n, flo
 }  // namespace
 }  // namespace model
 
-struct LlamaSession::State {
+struct LlamaSession::Impl {
   const LlamaModel::Impl* model = nullptr;
   int64_t n_ctx = 0;
   int64_t pos = 0;
@@ -229,23 +229,23 @@ struct LlamaSession::State {
   }
 };
 
-LlamaSession::LlamaSession(const LlamaModel& model, int64_t n_ctx) : state_(std::make_unique<State>()) {
-  state_->model = model.impl_.get();
-  state_->n_ctx = std::max<int64_t>(1, n_ctx);
-  const size_t floats = static_cast<size_t>(model.params().n_layer * state_->layer_floats());
-  state_->k.assign(floats, 0.0f);
-  state_->v.assign(floats, 0.0f);
+LlamaSession::LlamaSession(const LlamaModel& model, int64_t n_ctx) : impl_(std::make_unique<Impl>()) {
+  impl_->model = model.impl_.get();
+  impl_->n_ctx = std::max<int64_t>(1, n_ctx);
+  const size_t floats = static_cast<size_t>(model.params().n_layer * impl_->layer_floats());
+  impl_->k.assign(floats, 0.0f);
+  impl_->v.assign(floats, 0.0f);
 }
 LlamaSession::LlamaSession(LlamaSession&&) noexcept = default;
 LlamaSession& LlamaSession::operator=(LlamaSession&&) noexcept = default;
 LlamaSession::~LlamaSession() = default;
-int64_t LlamaSession::n_ctx() const { return state_->n_ctx; }
-int64_t LlamaSession::position() const { return state_->pos; }
-void LlamaSession::reset() { state_->pos = 0; }
+int64_t LlamaSession::n_ctx() const { return impl_->n_ctx; }
+int64_t LlamaSession::position() const { return impl_->pos; }
+void LlamaSession::reset() { impl_->pos = 0; }
 
 Status LlamaModel::forward(LlamaSession& session, const int32_t* tokens, int64_t n, float* logits,
                            int64_t logits_from) const {
-  LlamaSession::State& st = *session.state_;
+  LlamaSession::Impl& st = *session.impl_;
   const LlamaParams& p = impl_->params;
   if (st.model != impl_.get()) return Error("model: the session was made for another model");
   if (n < 1) return Error("model: forward of " + std::to_string(n) + " tokens");
