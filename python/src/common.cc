@@ -132,7 +132,8 @@ DType dtype_of(const nb::dlpack::dtype& d, const char* what) {
       default: break;
     }
   }
-  raise(Error(ErrorCode::Unsupported, std::string(what) + ": dtype " + python_dtype_name(d) + " is not one nmkit stores"));
+  raise(Error(ErrorCode::Unsupported,
+              std::string(what) + ": dtype " + python_dtype_name(d) + " is not one nmkit stores"));
 }
 
 ArrayIn array_in(nb::handle object, const char* what, std::initializer_list<DType> accepted, int ndim) {

@@ -45,7 +45,8 @@ their bits (torch.from_numpy(a.copy()).view(torch.bfloat16) restores bfloat16).)
 
   m.def(
       "save_safetensors",
-      [](const std::filesystem::path& path, nb::dict tensors, std::optional<std::map<std::string, std::string>> metadata) {
+      [](const std::filesystem::path& path, nb::dict tensors,
+         std::optional<std::map<std::string, std::string>> metadata) {
         std::vector<ArrayIn> arrays;
         std::vector<OutputTensor> outputs;
         arrays.reserve(tensors.size());

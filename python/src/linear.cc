@@ -1,7 +1,11 @@
 // nmkit.SparseLinear: a linear layer on nmkit's CPU kernels (include/nmkit/linear.h), built from a
 // dense weight the way the model builds its block linears (pack_linear, include/nmkit/model.h).
+#include <chrono>
 #include <memory>
+#include <vector>
 
+
+#include <nanobind/stl/vector.h>
 
 #include "bindings.h"
 
@@ -72,17 +76,34 @@ in, numpy out; torch in, torch out. A NaN or infinity in x raises nmkit.Error na
       .def_prop_ro("tier", [](const PyLinear& l) { return std::string(tier_name(l.linear->tier())); },
                    "The ISA tier of the kernels: scalar, avx2 or avx512 (NMKIT_ISA forces one).")
       .def(
-          "kernel_name", [](const PyLinear& l, int64_t tokens) { return l.linear->kernel_name(tokens); }, nb::arg("m") = 1,
+          "kernel_name", [](const PyLinear& l, int64_t tokens) { return l.linear->kernel_name(tokens); },
+          nb::arg("m") = 1,
           "The form and kernel a call of m tokens runs, e.g. \"avx512 sparse24 f32\".")
       .def(
           "bytes_streamed", [](const PyLinear& l, int64_t tokens) { return l.linear->bytes_streamed(tokens); },
           nb::arg("m") = 1, "Bytes of weight one call of m tokens streams.")
       .def(
-          "byte_ratio", [](const PyLinear& l, int64_t tokens) { return l.linear->byte_ratio(tokens); }, nb::arg("m") = 1,
+          "byte_ratio", [](const PyLinear& l, int64_t tokens) { return l.linear->byte_ratio(tokens); },
+          nb::arg("m") = 1,
           "Dense bytes of the same weight over bytes_streamed(m): the memory-bound ceiling on speedup.")
       .def(
           "mac_ratio", [](const PyLinear& l) { return l.linear->mac_ratio(); },
           "Dense multiply-adds over the sparse form's (2 for 2:4).")
+      .def(
+          "_time_apply",
+          [](const PyLinear& self, nb::handle x, int repeats) {
+            // The C++ call alone, timed in C++ (bench/python_overhead.py compares lin(x) with it).
+            const ArrayIn in = array_in(x, "x", kFloat, 2);
+            std::vector<float> y(static_cast<size_t>(in.view.rows() * self.linear->rows()));
+            std::vector<double> seconds;
+            for (int i = 0; i < repeats; ++i) {
+              const auto t0 = std::chrono::steady_clock::now();
+              check(self.linear->apply(in.view, y.data()));
+              seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+            }
+            return seconds;
+          },
+          nb::arg("x"), nb::arg("repeats"), "Seconds of each of `repeats` C++ calls apply(x) (a benchmark hook).")
       .def("__repr__", [](const PyLinear& l) {
         return "SparseLinear(rows=" + std::to_string(l.linear->rows()) + ", K=" + std::to_string(l.linear->K()) +
                ", format=" + l.format + ", dtype=" + l.dtype + ", kernel=" + l.linear->kernel_name() + ")";

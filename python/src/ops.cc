@@ -97,8 +97,9 @@ void bind_ops(nb::module_& m) {
       },
       nb::arg("w"), nb::arg("pattern"), nb::arg("method") = "magnitude", nb::arg("grad") = nb::none(),
       nb::arg("act_norms") = nb::none(), nb::arg("name") = "w",
-      nb::sig("def prune(w: ArrayLike, pattern: str, method: str = 'magnitude', grad: ArrayLike | None = None, "
-              "act_norms: ArrayLike | None = None, name: str = 'w') -> PruneResult"),
+      nb::sig("def prune(w: numpy.typing.ArrayLike, pattern: str, method: str = 'magnitude', "
+              "grad: numpy.typing.ArrayLike | None = None, act_norms: numpy.typing.ArrayLike | None = None, "
+              "name: str = 'w') -> PruneResult"),
       R"(Prunes the 2-D weight ``w`` [rows, K] (float32, float16 or bfloat16) to the N:M ``pattern``
 ("2:4", "6:8", ...) along K, by the exact rules of docs/design.md section 2.
 
@@ -157,8 +158,8 @@ Returns a PruneResult: ``weight`` (same dtype, shape and kind as ``w``: numpy or
         return c;
       },
       nb::arg("w"), nb::arg("format") = "sparse24", nb::arg("pattern") = nb::none(), nb::arg("name") = "w",
-      nb::sig("def compress(w: ArrayLike, format: str = 'sparse24', pattern: str | None = None, name: str = 'w') "
-              "-> Compressed"),
+      nb::sig("def compress(w: numpy.typing.ArrayLike, format: str = 'sparse24', pattern: str | None = None, "
+              "name: str = 'w') -> Compressed"),
       R"(Compresses a dense-masked 2-D weight: format "sparse24" (2:4) or "nm" (any ``pattern``,
 e.g. "6:8"). A weight with more non-zeros in a group than the pattern allows raises nmkit.Error
 naming ``name``, the row and the group.)");
@@ -166,7 +167,8 @@ naming ``name``, the row and the group.)");
   m.def(
       "decompress",
       [](const Compressed& c) {
-        Tensor dense = c.is_sparse24() ? decompress(std::get<Sparse24>(c.packed)) : decompress(std::get<NMPacked>(c.packed));
+        Tensor dense = c.is_sparse24() ? decompress(std::get<Sparse24>(c.packed))
+                                       : decompress(std::get<NMPacked>(c.packed));
         return array_out(std::move(dense), c.framework);
       },
       nb::arg("c"), "The dense-masked weight a Compressed holds (exactly what was compressed).");
@@ -215,7 +217,7 @@ naming ``name``, the row and the group.)");
         return PySlid{array_out(std::move(s.weight), weight.framework), s.geometry};
       },
       nb::arg("w"), nb::arg("pattern"), nb::arg("align") = 32, nb::arg("name") = "w",
-      nb::sig("def slide(w: ArrayLike, pattern: str, align: int = 32, name: str = 'w') -> SlidWeight"),
+      nb::sig("def slide(w: numpy.typing.ArrayLike, pattern: str, align: int = 32, name: str = 'w') -> SlidWeight"),
       R"(SlideSparse (docs/design.md 5): rewrites ``w`` [rows, K], compliant with ``pattern`` keep:2N
 (keep <= 2N-2, e.g. "6:8"), as a 2:4 weight over overlapping windows, [rows, K_prime]. A group with
 too many non-zeros raises nmkit.Error naming the row and group.)");
@@ -243,8 +245,9 @@ too many non-zeros raises nmkit.Error naming the row and group.)");
       },
       nb::arg("x"), nb::arg("type") = "int8", nb::arg("lift") = nb::none(), nb::arg("align") = 32,
       nb::arg("name") = "x",
-      nb::sig("def quantize(x: ArrayLike, type: str = 'int8', lift: str | SlideGeometry | None = None, "
-              "align: int = 32, name: str = 'x') -> tuple[ArrayLike, ArrayLike]"),
+      nb::sig("def quantize(x: numpy.typing.ArrayLike, type: str = 'int8', lift: str | SlideGeometry | None = None, "
+              "align: int = 32, name: str = 'x') -> "
+              "tuple[numpy.typing.NDArray[typing.Any], numpy.typing.NDArray[typing.Any]]"),
       R"(Per-row dynamic quantization (docs/design.md 6) of x [M, K] to "int8" or "e4m3": returns
 (codes [M, K], scales [M] float32) with x ~ codes * scales[:, None]. With ``lift`` (a pattern such
 as "6:8", or a SlideGeometry) the codes are lifted to [M, K_prime] in the same pass (SlideSparse).

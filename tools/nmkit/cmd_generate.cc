@@ -51,7 +51,8 @@ const bool registered = register_command({
         auto ids = prompt_tokens(tokenizer, args->prompt, args->chat, source->params.n_ctx_train);
         if (!ids.ok()) {  // the prompt's own faults read "--prompt ...", the chat template's name the model
           const Error& e = ids.error();
-          return report_error(e.code() == ErrorCode::InvalidArgument ? e.with_context("--") : e.with_context(args->model + ": "));
+          return report_error(e.code() == ErrorCode::InvalidArgument ? e.with_context("--")
+                                                                     : e.with_context(args->model + ": "));
         }
         auto model = build_model(*source, *options);
         if (!model.ok()) return report_error(model.error());

@@ -64,7 +64,9 @@ int run_prune_model(const std::string& input, const std::string& output, const s
   if (!flags.calib.calib.empty()) inputs.push_back({"--calib", flags.calib.calib});
   if (auto distinct = check_distinct_files(outputs, inputs); !distinct.ok()) return report_error(distinct.error());
   // A form nmkit cannot write, or a folder it may not replace, fails before the long work.
-  if (Status st = check_pruned_model_output(input, output); !st.ok()) return report_error(st.error().with_context("-o "));
+  if (Status st = check_pruned_model_output(input, output); !st.ok()) {
+    return report_error(st.error().with_context("-o "));
+  }
   if (!report_path.empty()) {  // an unwritable report folder fails before the long work
     auto probe = PendingFile::create(report_path);
     if (!probe.ok()) return report_error(probe.error());
@@ -77,12 +79,11 @@ int run_prune_model(const std::string& input, const std::string& output, const s
   auto pruned = prune_model(input, *options);
   calib_progress.clear();
   if (!pruned.ok()) return report_error(pruned.error());
-  const CalibRun* run = &pruned->run;
-  const LlamaModel* model = &pruned->model;
+  const CalibRun& run = pruned->run;
   // The report is made complete before the model is renamed into place (issue 13, M1).
   std::optional<PendingFile> report;
   if (!report_path.empty()) {
-    auto file = prepare_text_file(report_path, calib_report_json(*run, *pattern, *method).dump(2) + "\n");
+    auto file = prepare_text_file(report_path, calib_report_json(run, *pattern, *method).dump(2) + "\n");
     if (!file.ok()) return report_error(file.error());
     report.emplace(std::move(*file));
   }
@@ -100,7 +101,7 @@ int run_prune_model(const std::string& input, const std::string& output, const s
   PruneSums total;
   double err_sum = 0;
   int64_t err_count = 0;
-  for (const LinearReport& l : run->report.linears) {
+  for (const LinearReport& l : run.report.linears) {
     total += l.sums;
     if (l.output_error) {
       err_sum += *l.output_error;
@@ -108,9 +109,9 @@ int run_prune_model(const std::string& input, const std::string& output, const s
     }
   }
   const PruneMetrics m = metrics_from(total);
-  fmt::print("{}\n", calib_summary(*run, *pattern, *method));
-  fmt::print("pruned {} linears of {} blocks to {}: sparsity {:.2f}%, relative error {:.4f}", run->report.linears.size(),
-             model->params().n_layer, pattern->str(), m.sparsity_percent, m.relative_error);
+  fmt::print("{}\n", calib_summary(run, *pattern, *method));
+  fmt::print("pruned {} linears of {} blocks to {}: sparsity {:.2f}%, relative error {:.4f}", run.report.linears.size(),
+             pruned->model.params().n_layer, pattern->str(), m.sparsity_percent, m.relative_error);
   if (err_count > 0) fmt::print(", mean output error {:.4f}", err_sum / static_cast<double>(err_count));
   fmt::print("\nwrote {} ({})\n", output, flags.dtype);
   if (report) fmt::print("report: {}\n", report_path);
