@@ -98,14 +98,22 @@ def test_prune_model_refuses_before_the_work(tiny_model, tmp_path):
 
 
 def test_ctrl_c_stops_with_nothing_written(tiny_model, tiny_text, tmp_path):
-    def interrupt(stage, done, total):
-        if stage == "prune" and done == 1:
-            os.kill(os.getpid(), signal.SIGINT)
+    # A signal that arrives while the library computes (GIL released, no Python running, no progress
+    # callback): its handler raises KeyboardInterrupt as Ctrl-C's does, and Python can only run it when
+    # the library's next block checks for signals. The job (SparseGPT on 32 x 64 calibration tokens)
+    # lasts far longer than the 10 ms timer.
+    def interrupt(*_):
+        raise KeyboardInterrupt
 
-    out = tmp_path / "out.gguf"
-    with pytest.raises(KeyboardInterrupt):
-        nmkit.prune_model(tiny_model, out, "2:4", method="sparsegpt", calib=tiny_text, calib_seqs=6, calib_len=32,
-                          progress=interrupt)
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.01)
+        with pytest.raises(KeyboardInterrupt):
+            nmkit.prune_model(tiny_model, tmp_path / "out.gguf", "2:4", method="sparsegpt", calib=tiny_text,
+                              calib_seqs=32, calib_len=64)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
     assert os.listdir(tmp_path) == []
 
     def interrupt_writing(stage, done, total):
@@ -115,13 +123,3 @@ def test_ctrl_c_stops_with_nothing_written(tiny_model, tiny_text, tmp_path):
     with pytest.raises(RuntimeError, match="stop here"):
         nmkit.prune_model(tiny_model, tmp_path / "folder", "2:4", method="magnitude", progress=interrupt_writing)
     assert os.listdir(tmp_path) == []
-
-
-def test_smollm2_perplexity_equals_nmkit_eval(smollm2, cli, tmp_path):
-    text = tmp_path / "text.txt"
-    text.write_text("It was a bright cold day in April, and the clocks were striking thirteen. " * 40)
-    m = nmkit.Model.load(smollm2)
-    r = m.perplexity(text.read_text(), ctx=64, chunks=2)
-    out = tmp_path / "eval.json"
-    run_cli(cli, "eval", smollm2, "--text", text, "--ctx", "64", "--chunks", "2", "--json", out)
-    assert r.perplexity == json.load(open(out))["perplexity"]
