@@ -82,7 +82,7 @@ def main():
             import torch
             x = torch.randn(4, w.shape[1], generator=torch.Generator().manual_seed(0))
             y = layer(x)  # torch in, torch out
-            reference = x.double() @ torch.from_numpy(w).double().T
+            reference = x.double() @ torch.tensor(w, dtype=torch.float64).T  # a copy: w is read-only
             error = ((y.double() - reference).norm() / reference.norm()).item()
             kind = f"torch {tuple(y.shape)} {y.dtype}"
         except ImportError:
