@@ -9,8 +9,10 @@
 #include <optional>
 #include <utility>
 #include <string>
+#include <vector>
 
 #include "nmkit/dtype.h"
+#include "nmkit/files.h"
 #include "nmkit/gguf.h"
 #include "nmkit/model.h"
 #include "nmkit/model_source.h"
@@ -23,15 +25,15 @@ namespace nmkit {
 // A model's tensors as the writers below take them: its parameters, and a loader that gives each
 // tensor (GGUF name, in GGUF order, with the shape the parameters imply: ModelSource::tensor_names)
 // as f32 at the moment it is written, so that converting a model holds one tensor at a time.
-struct ModelTensors {
+struct TensorsToWrite {
   LlamaParams params;
   TensorLoader load;
 };
 // A source's tensors as they are (nmkit convert); valid while `source` lives.
-ModelTensors source_tensors(const ModelSource& source);
+TensorsToWrite source_tensors(const ModelSource& source);
 // A built model's (needs ModelOptions::keep_dense_weights; block linears dense-masked after any
 // pruning). Holds LlamaModel::tensors(); each tensor is handed out once and freed as it is written.
-Result<ModelTensors> model_tensors(const LlamaModel& model);
+Result<TensorsToWrite> model_tensors(const LlamaModel& model);
 
 struct ModelWriteOptions {
   DType dtype = DType::F32;  // of the 2-D tensors: F32, F16 or BF16 (norms stay F32, as llama.cpp's converter keeps 1-D tensors)
@@ -52,7 +54,7 @@ uint64_t model_file_bytes(const LlamaParams& params, DType dtype);
 // llama.cpp's GGUF form (gguf_tokenizer_metadata of the folder's tokenizer.json; none when the
 // folder has no tokenizer.json), so that llama.cpp's tools load the file. Atomic (write_gguf); an
 // Error names the path.
-Status write_model_gguf(const std::string& path, const ModelTensors& tensors, const ModelSource& source,
+Status write_model_gguf(const std::string& path, const TensorsToWrite& tensors, const ModelSource& source,
                         const ModelWriteOptions& options = {});
 Status write_model_gguf(const std::string& path, const LlamaModel& model, const ModelSource& source,
                         DType dtype = DType::F32);
@@ -67,7 +69,7 @@ std::vector<GgufKeyValue> gguf_tokenizer_metadata(const Tokenizer& tokenizer);
 // as model.safetensors inside write_model_hf's folder and as `nmkit prune HF_DIR -o X.safetensors`
 // writes them to drop into an HF source folder; metadata {"format": "pt"}; tied models store no
 // lm_head.weight. Atomic (write_safetensors).
-Status write_model_hf_weights(const std::string& path, const ModelTensors& tensors,
+Status write_model_hf_weights(const std::string& path, const TensorsToWrite& tensors,
                               const ModelWriteOptions& options = {});
 
 // A model saved as a Hugging Face llama folder (docs/design.md section 11.1, "Writing a Hugging Face
@@ -83,7 +85,7 @@ Status write_model_hf_weights(const std::string& path, const ModelTensors& tenso
 // nmkit/files.h) and moved onto DIR only when complete (an existing DIR is swapped out and then
 // removed, and only when it holds nothing but the files listed here, so no other folder is ever
 // replaced). On error the temporary folder is removed and DIR is untouched.
-Status write_model_hf(const std::string& dir, const ModelTensors& tensors, const ModelSource& source,
+Status write_model_hf(const std::string& dir, const TensorsToWrite& tensors, const ModelSource& source,
                       const ModelWriteOptions& options = {});
 Status write_model_hf(const std::string& dir, const LlamaModel& model, const ModelSource& source,
                       DType dtype = DType::F32,
@@ -113,5 +115,34 @@ std::optional<std::pair<std::string, int64_t>> hf_tensor_name(const std::string&
 // Rows of a q/k weight [heads * d, K] from GGUF's rope-NORM order back to HF's: within each head,
 // GGUF row 2i + s becomes HF row s*d/2 + i (the inverse of convert_hf_to_gguf.py's permute).
 Tensor hf_rows_from_gguf(const Tensor& weight, int64_t heads);
+
+// Where a model is written (`nmkit prune MODEL`, `nmkit convert`, Python's nmkit.prune_model), and
+// everything checked about it before the long work (issue 24, items 1 and 7; docs/design.md 10.12).
+struct ModelOutput {
+  enum class Kind { Gguf, HfFolder, HfWeights };
+  std::string path;              // as given
+  std::string label = "output";  // how errors name it ("-o")
+  Kind kind = Kind::Gguf;
+  DType dtype = DType::F32;
+};
+
+// OUT.gguf; a folder (DIR/, an existing folder, or a last component without a '.'); OUT.safetensors
+// for a Hugging Face source only (its weights, to drop into its folder). Anything else ("",
+// out.txt) is an Error saying what the output takes; so is a dtype other than F32, F16, BF16.
+Result<ModelOutput> parse_model_output(const std::string& output, DType dtype, const ModelSource& source,
+                                       const std::string& label = "output");
+
+// The checks before the long work: the output is none of the files the source reads (its folder's
+// config, index, shards and tokenizer included) nor another input or output; an output folder
+// holds no input and only files nmkit writes; the location takes a temporary (one is made and
+// removed: a read-only or missing folder fails now, not after the pruning); and its file system has
+// room for the tensors (model_file_bytes).
+Status check_model_output(const ModelOutput& output, const ModelSource& source,
+                          const std::vector<FileRole>& other_inputs = {},
+                          const std::vector<FileRole>& other_outputs = {});
+
+// Writes the tensors by the output's kind: write_model_gguf, write_model_hf or write_model_hf_weights.
+Status write_model_output(const ModelOutput& output, const TensorsToWrite& tensors, const ModelSource& source,
+                          const std::function<void(size_t i, size_t n, const OutputTensor&)>& on_tensor = {});
 
 }  // namespace nmkit

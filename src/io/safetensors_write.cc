@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/mapped_file.h"
 #include "io/safetensors_header.h"
 #include "io/text.h"
 #include "nmkit/files.h"
@@ -157,6 +158,10 @@ Result<PendingFile> prepare_safetensors(const std::string& path, const std::vect
     try {
       if (options.on_tensor) options.on_tensor(i, tensors.size(), t);
       NMKIT_TRY(t.fill(data + layout->begins[i]));
+      if (total > io::kPopulateLimit) {  // written: its pages leave the resident set (files.cc)
+        const uint64_t end = i + 1 < tensors.size() ? layout->begins[i + 1] : layout->data_size;
+        io::release_pages(data + layout->begins[i], end - layout->begins[i]);
+      }
     } catch (const std::bad_alloc&) {
       throw;  // out of memory is not the fill's error: the caller reports it; the temporary goes
     } catch (const std::exception& e) {

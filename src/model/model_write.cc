@@ -56,7 +56,7 @@ Status convert_checked(const float* src, const Shape& shape, DType dtype, std::b
 
 // An output tensor whose fill loads `name` (f32), permutes q/k rows back to HF order when
 // `hf_heads` > 0, and converts it.
-OutputTensor output_tensor(const std::string& path, const ModelTensors& model, const std::string& name,
+OutputTensor output_tensor(const std::string& path, const TensorsToWrite& model, const std::string& name,
                            const std::string& written_name, const Shape& shape, int64_t hf_heads, DType dtype) {
   OutputTensor t;
   t.name = written_name;
@@ -107,9 +107,9 @@ std::vector<GgufKeyValue> llama_metadata(const LlamaParams& p, const std::string
 
 }  // namespace
 
-ModelTensors source_tensors(const ModelSource& source) { return {source.params(), source.loader()}; }
+TensorsToWrite source_tensors(const ModelSource& source) { return {source.params(), source.loader()}; }
 
-Result<ModelTensors> model_tensors(const LlamaModel& model) {
+Result<TensorsToWrite> model_tensors(const LlamaModel& model) {
   auto named = model.tensors();
   if (!named.ok()) return named.error();
   struct Held {
@@ -118,7 +118,7 @@ Result<ModelTensors> model_tensors(const LlamaModel& model) {
   };
   auto held = std::make_shared<Held>();
   for (NamedTensor& t : *named) held->tensors.emplace(t.name, std::move(t.tensor));
-  ModelTensors out{model.params(), [held](const std::string& name) -> Result<Tensor> {
+  TensorsToWrite out{model.params(), [held](const std::string& name) -> Result<Tensor> {
                      std::lock_guard lock(held->mutex);
                      auto node = held->tensors.extract(name);
                      if (node.empty()) return Error("tensor '" + name + "' was already written or is not in the model");
@@ -174,7 +174,7 @@ std::vector<GgufKeyValue> gguf_tokenizer_metadata(const Tokenizer& tokenizer) {
   return out;
 }
 
-Status write_model_gguf(const std::string& path, const ModelTensors& model, const ModelSource& source,
+Status write_model_gguf(const std::string& path, const TensorsToWrite& model, const ModelSource& source,
                         const ModelWriteOptions& options) {
   auto file_type = file_type_of(options.dtype, path);
   if (!file_type.ok()) return file_type.error();
@@ -217,7 +217,7 @@ Status write_model_gguf(const std::string& path, const LlamaModel& model, const 
   return write_model_gguf(path, *tensors, source, options);
 }
 
-Status write_model_hf_weights(const std::string& path, const ModelTensors& model, const ModelWriteOptions& options) {
+Status write_model_hf_weights(const std::string& path, const TensorsToWrite& model, const ModelWriteOptions& options) {
   NMKIT_TRY(file_type_of(options.dtype, path));
   std::vector<OutputTensor> tensors;
   for (const auto& [name, shape] : model_source::expected_tensors(model.params)) {

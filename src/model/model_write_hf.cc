@@ -164,7 +164,7 @@ Tensor hf_rows_from_gguf(const Tensor& t, int64_t heads) {
   return out;
 }
 
-Status write_model_hf(const std::string& dir_given, const ModelTensors& tensors, const ModelSource& source,
+Status write_model_hf(const std::string& dir_given, const TensorsToWrite& tensors, const ModelSource& source,
                       const ModelWriteOptions& options) {
   if (options.dtype != DType::F32 && options.dtype != DType::F16 && options.dtype != DType::BF16) {
     return Error(dir_given + ": Hugging Face output dtype " + std::string(dtype_name(options.dtype)) +

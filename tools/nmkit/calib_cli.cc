@@ -1,15 +1,12 @@
 #include "tools/nmkit/calib_cli.h"
 
 #include <fmt/core.h>
-#include <unistd.h>
 
 #include <filesystem>
 
 #include "tools/nmkit/cli_util.h"
 #include "tools/nmkit/memory.h"
-#include "tools/nmkit/model_cli.h"  // check_vocabulary
 #include "tools/nmkit/prune_report.h"  // section3_metrics_json: the per-tensor report fields
-#include "tools/nmkit/text_file.h"
 
 namespace nmkit::cli {
 
@@ -41,63 +38,41 @@ Result<std::string> calibration_text_path(const std::string& flag) {
   return Error("no calibration text: pass --calib FILE (scripts/fetch_texts.sh calib fetches the project's)");
 }
 
-Result<Tokenizer> source_tokenizer(const ModelSource& source) {
-  Result<Tokenizer> tokenizer = Error(source.path() + ": no tokenizer.json in the model folder");
-  if (source.gguf() != nullptr) {
-    tokenizer = Tokenizer::from_gguf(*source.gguf());
-  } else if (!source.tokenizer_json().empty()) {
-    tokenizer = Tokenizer::from_hf_json(source.tokenizer_json());
+Result<CalibTextOptions> calib_text_options(Pattern pattern, CalibMethod method, const CalibFlags& flags,
+                                            CalibLinearFormat format) {
+  CalibTextOptions options;
+  options.method = method;
+  options.pattern = pattern;
+  options.n_seq = flags.seqs;
+  options.seq_len = flags.len;
+  options.refit_steps = flags.refit;
+  options.format = format;
+  if (needs_calibration(method) || flags.refit > 0) {
+    auto path = calibration_text_path(flags.calib);
+    if (!path.ok()) return path.error();
+    options.text_path = *path;
   }
-  if (tokenizer.ok()) NMKIT_TRY(check_vocabulary(source.path(), *tokenizer, source.params()));
-  return tokenizer;
+  return options;
+}
+
+void show_calib_progress(Progress& progress, CalibTextOptions& options) {
+  if (!progress.enabled()) return;
+  options.on_block = [&progress](int64_t b, int64_t n) {
+    progress.update(static_cast<size_t>(b + 1), static_cast<size_t>(n), "blk." + std::to_string(b));
+  };
 }
 
 Result<CalibRun> calibrate_model(LlamaModel& model, const Tokenizer* tokenizer, Pattern pattern,
-                                 CalibMethod method, const CalibFlags& flags, CalibLinearFormat format,
-                                 std::function<bool(std::string_view name)> selected) {
-  CalibRun run;
-  CalibOptions options;
-  options.selected = std::move(selected);
-  options.pattern = pattern;
-  options.method = method;
-  options.format = format;
-  options.refit_steps = flags.refit;
-  std::vector<int32_t> tokens;
-  int64_t n_seq = 0;
-  if (needs_calibration(method) || flags.refit > 0) {
-    if (flags.seqs < 1 || flags.len < 1) {
-      return Error("--calib-seqs and --calib-len must be >= 1, got " + std::to_string(flags.seqs) + " and " +
-                   std::to_string(flags.len));
-    }
-    if (flags.len > model.params().n_ctx_train && model.params().n_ctx_train > 0) {
-      return Error("--calib-len " + std::to_string(flags.len) + " exceeds the model's context length " +
-                   std::to_string(model.params().n_ctx_train));
-    }
-    if (tokenizer == nullptr) return Error("calibration needs the model's tokenizer");
-    auto path = calibration_text_path(flags.calib);
-    if (!path.ok()) return path.error();
-    run.text_path = *path;
-    auto text = TextFile::open("--calib", *path);
-    if (!text.ok()) return text.error();
-    auto ids = tokenize_text(*text, *tokenizer, 0);  // the windows spread over the whole text
-    if (!ids.ok()) return ids.error();
-    run.text_tokens = static_cast<int64_t>(ids->ids.size());
-    auto seqs = calibration_sequences(ids->ids, flags.seqs, flags.len, *path);
-    if (!seqs.ok()) return seqs.error();
-    tokens = std::move(*seqs);
-    n_seq = static_cast<int64_t>(tokens.size()) / flags.len;
-  }
+                                 CalibMethod method, const CalibFlags& flags, CalibLinearFormat format) {
+  auto options = calib_text_options(pattern, method, flags, format);
+  if (!options.ok()) return options.error();
   Progress progress(std::string(calib_method_name(method)) + " " + pattern.str());
-  if (progress.enabled()) {
-    options.on_block = [&progress](int64_t b, int64_t n) {
-      progress.update(static_cast<size_t>(b + 1), static_cast<size_t>(n), "blk." + std::to_string(b));
-    };
-  }
-  MemoryActivity activity(std::string(calib_method_name(method)) + " pruning");
-  auto report = calibrate_and_prune(model, tokens, n_seq, flags.len, options);
+  show_calib_progress(progress, *options);
+  // What an out-of-memory line names (tools/nmkit/memory.h): the text is read and tokenized whole.
+  MemoryActivity activity(std::string(calib_method_name(method)) + " pruning" +
+                          (options->text_path.empty() ? "" : " on " + options->text_path));
+  auto run = nmkit::calibrate_model(model, tokenizer, *options);
   progress.clear();
-  if (!report.ok()) return report.error();
-  run.report = std::move(*report);
   return run;
 }
 

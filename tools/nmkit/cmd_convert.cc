@@ -12,7 +12,7 @@
 #include "tools/nmkit/cli_util.h"
 #include "tools/nmkit/command.h"
 #include "tools/nmkit/memory.h"
-#include "tools/nmkit/model_output.h"
+#include "tools/nmkit/model_cli.h"
 
 namespace nmkit::cli {
 namespace {
@@ -24,14 +24,20 @@ struct ConvertArgs {
 int run(const ConvertArgs& args) {
   auto source = ModelSource::open(args.input);
   if (!source.ok()) return report_error(source.error());
-  auto output = parse_model_output(args.output, args.dtype, *source);
+  auto dtype = parse_output_dtype(args.dtype);
+  if (!dtype.ok()) return report_error(dtype.error());
+  auto output = parse_model_output(args.output, *dtype, *source, "-o");
   if (!output.ok()) return report_error(output.error());
-  if (Status st = check_model_output(*output, *source, {}, {}); !st.ok()) return report_error(st.error());
+  if (Status st = check_model_output(*output, *source); !st.ok()) return report_error(st.error());
   {
     MemoryActivity activity("writing " + args.output);
-    if (Status st = write_model_output(*output, source_tensors(*source), *source); !st.ok()) {
+    Progress progress("writing");
+    std::function<void(size_t, size_t, const OutputTensor&)> on_tensor;
+    if (progress.enabled()) on_tensor = [&](size_t i, size_t n, const OutputTensor& t) { progress.update(i, n, t.name); };
+    if (Status st = write_model_output(*output, source_tensors(*source), *source, on_tensor); !st.ok()) {
       return report_error(st.error());
     }
+    progress.clear();
   }
   fmt::print("wrote {} ({}, {} tensors of {} blocks, {})\n", args.output, args.dtype, source->tensor_names().size(),
              source->params().n_layer,

@@ -13,7 +13,7 @@
 #include "nmkit/perplexity.h"
 #include "tools/nmkit/memory.h"
 #include "tools/nmkit/model_cli.h"
-#include "tools/nmkit/text_file.h"
+#include "nmkit/text_file.h"
 
 namespace nmkit::cli {
 namespace {
@@ -79,7 +79,11 @@ const bool registered = register_command({
           json_file.emplace(std::move(f.value()));
         }
         // --chunks N needs N x ctx tokens: only a prefix of a long text is read and tokenized.
-        auto text_tokens = tokenize_text(*text, **tokenizer, static_cast<size_t>(args->chunks * args->ctx));
+        Result<TextTokens> text_tokens = Error("");
+        {
+          MemoryActivity activity("reading and tokenizing " + args->text);
+          text_tokens = tokenize_text(*text, **tokenizer, static_cast<size_t>(args->chunks * args->ctx));
+        }
         if (!text_tokens.ok()) return report_error(text_tokens.error());
         const std::vector<int32_t>& tokens = text_tokens->ids;
         if (static_cast<int64_t>(tokens.size()) < 2 * args->ctx) {
@@ -125,7 +129,9 @@ const bool registered = register_command({
                               {"tokens", result->tokens},       {"predictions", result->predictions},
                               {"perplexity", result->perplexity}, {"nll_sum", result->nll_sum},
                               {"seconds", result->seconds},     {"tokens_per_second", tps},
-                              {"weight_bytes_per_token", model->weight_bytes_per_token()}};
+                              {"weight_bytes_per_token", model->weight_bytes_per_token()},
+                              {"resident_bytes", model->resident_bytes()},
+                              {"kv_cache_bytes", LlamaSession::cache_bytes(model->params(), args->ctx)}};
           auto st = json_file->append(j.dump(1) + "\n");
           if (st.ok()) st = json_file->commit();
           if (!st.ok()) return report_error(st.error());

@@ -17,10 +17,10 @@ struct InspectArgs {
 };
 
 int run(const InspectArgs& args) {
-  auto tensors = inspect_file(args.path);
+  auto tensors = inspect_path(args.path);
   if (!tensors.ok()) return report_error(tensors.error());
   if (args.json) {
-    fmt::print("{}\n", inspect_json(args.path, *tensors).dump(2));
+    fmt::print("{}\n", inspect_json(args.path, *tensors));
     return 0;
   }
   fmt::print("{}\n", args.path);

@@ -1,8 +1,8 @@
 // nmkit prune MODEL -o OUT --pattern P --method magnitude|wanda|sparsegpt [--calib FILE]: prunes the
 // attention and MLP linears of a llama model (docs/design.md 11.5; those --include/--exclude select,
 // by GGUF or Hugging Face name), calibrated block by block for wanda and sparsegpt (docs/design.md
-// section 12), and writes it (model_output.h: OUT.gguf, a Hugging Face folder DIR/, or, from a
-// Hugging Face source, OUT.safetensors to drop into its folder).
+// section 12), and writes it (include/nmkit/prune_model.h: OUT.gguf, a Hugging Face folder DIR/, or,
+// from a Hugging Face source, OUT.safetensors to drop into its folder).
 #include <fmt/core.h>
 
 #include <filesystem>
@@ -12,9 +12,10 @@
 
 #include "nmkit/files.h"
 #include "nmkit/model_write.h"
+#include "nmkit/prune_model.h"
 #include "tools/nmkit/cli_util.h"
 #include "tools/nmkit/memory.h"
-#include "tools/nmkit/model_output.h"
+#include "tools/nmkit/model_cli.h"
 #include "tools/nmkit/prune_model.h"
 
 namespace nmkit::cli {
@@ -37,6 +38,8 @@ int run_prune_model(const ModelPruneArgs& a) {
   if (!pattern.ok()) return report_error(pattern.error().with_context("--pattern: "));
   auto method = parse_calib_method(a.method);
   if (!method.ok()) return report_error(method.error().with_context("--method: "));
+  auto dtype = parse_output_dtype(a.flags.dtype);
+  if (!dtype.ok()) return report_error(dtype.error());
   if (a.format != "dense") {
     return report_error("--format " + a.format + ": a model is written dense-masked (--format dense); pick the "
                         "runtime form with nmkit eval/generate --format");
@@ -46,8 +49,6 @@ int run_prune_model(const ModelPruneArgs& a) {
   auto source = ModelSource::open(a.input);
   if (!source.ok()) return report_error(source.error());
   const LlamaParams& params = source->params();
-  auto output = parse_model_output(a.output, a.flags.dtype, *source);
-  if (!output.ok()) return report_error(output.error());
 
   // --include/--exclude pick linears by either name: blk.0.attn_q.weight, model.layers.0.self_attn.q_proj.weight.
   std::set<std::string> chosen;
@@ -65,55 +66,50 @@ int run_prune_model(const ModelPruneArgs& a) {
                                     "writes a model without pruning", a.include, a.exclude, linears));
   }
 
-  const bool calibrated = needs_calibration(*method) || a.flags.calib.refit > 0;
-  std::vector<FileRole> inputs;
-  if (calibrated) {
-    auto calib = calibration_text_path(a.flags.calib.calib);
-    if (!calib.ok()) return report_error(calib.error());
-    inputs.push_back({"--calib", *calib});
+  auto options = calib_text_options(*pattern, *method, a.flags.calib, CalibLinearFormat::Dense);
+  if (!options.ok()) return report_error(options.error());
+  if (chosen.size() < linears) {
+    options->selected = [&chosen](std::string_view name) { return chosen.count(std::string(name)) > 0; };
   }
+  // Every output is checked before the long work: none is a file the model reads, the --calib text
+  // or another output; each location takes a temporary; the model's fits its file system.
+  std::vector<FileRole> inputs;
+  if (!options->text_path.empty()) inputs.push_back({"--calib", options->text_path});
   std::vector<FileRole> other_outputs;
   if (!a.report.empty()) other_outputs.push_back({"--report", a.report});
+  auto output = parse_model_output(a.output, *dtype, *source, "-o");
+  if (!output.ok()) return report_error(output.error());
   if (Status st = check_model_output(*output, *source, inputs, other_outputs); !st.ok()) return report_error(st.error());
   if (!a.report.empty()) {  // an unwritable report folder fails before the long work
     auto probe = PendingFile::create(a.report);
     if (!probe.ok()) return report_error(probe.error());
   }
 
-  std::optional<Tokenizer> tokenizer;
-  if (calibrated) {
-    auto tok = source_tokenizer(*source);
-    if (!tok.ok()) return report_error(tok.error());
-    tokenizer.emplace(std::move(*tok));
-  }
-  ModelOptions options;
-  options.keep_dense_weights = true;
-  if (Status st = check_memory(a.input, model_bytes_at_least(params, options, 0), "f32 weights, and their pruned copies");
-      !st.ok()) {
-    return report_error(st.error());
-  }
-  Result<LlamaModel> model = Error("");
+  Progress calib_progress(std::string(calib_method_name(*method)) + " " + pattern->str());
+  show_calib_progress(calib_progress, *options);
+  Result<PrunedModel> pruned = Error("");
   {
-    MemoryActivity activity("building " + a.input);
-    model = LlamaModel::build(params, source->loader(), options);
+    MemoryActivity activity("pruning " + a.input +
+                            (options->text_path.empty() ? "" : " on the calibration text " + options->text_path));
+    pruned = prune_model(a.input, *options);
   }
-  if (!model.ok()) return report_error(model.error());
-  auto run = calibrate_model(*model, tokenizer ? &*tokenizer : nullptr, *pattern, *method, a.flags.calib,
-                             CalibLinearFormat::Dense,
-                             [&chosen](std::string_view name) { return chosen.count(std::string(name)) > 0; });
-  if (!run.ok()) return report_error(run.error());
+  calib_progress.clear();
+  if (!pruned.ok()) return report_error(pruned.error());
+  const CalibRun& run = pruned->run;
   // The report is made complete before the model is renamed into place (issue 13, M1).
   std::optional<PendingFile> report;
   if (!a.report.empty()) {
-    auto file = prepare_text_file(a.report, calib_report_json(*run, *pattern, *method).dump(2) + "\n");
+    auto file = prepare_text_file(a.report, calib_report_json(run, *pattern, *method).dump(2) + "\n");
     if (!file.ok()) return report_error(file.error());
     report.emplace(std::move(*file));
   }
   {
     MemoryActivity activity("writing " + a.output);
-    auto tensors = model_tensors(*model);
-    if (!tensors.ok()) return report_error(tensors.error());
-    if (Status st = write_model_output(*output, *tensors, *source); !st.ok()) return report_error(st.error());
+    Progress progress("writing");
+    std::function<void(size_t, size_t, const std::string&)> on_tensor;
+    if (progress.enabled()) on_tensor = [&](size_t i, size_t n, const std::string& name) { progress.update(i, n, name); };
+    if (Status st = write_pruned_model(*pruned, a.output, *dtype, on_tensor); !st.ok()) return report_error(st.error());
+    progress.clear();
   }
   if (report) {
     if (Status st = report->commit(); !st.ok()) {
@@ -124,7 +120,7 @@ int run_prune_model(const ModelPruneArgs& a) {
   PruneSums total;
   double err_sum = 0;
   int64_t err_count = 0;
-  for (const LinearReport& l : run->report.linears) {
+  for (const LinearReport& l : run.report.linears) {
     total += l.sums;
     if (l.output_error) {
       err_sum += *l.output_error;
@@ -132,8 +128,8 @@ int run_prune_model(const ModelPruneArgs& a) {
     }
   }
   const PruneMetrics m = metrics_from(total);
-  fmt::print("{}\n", calib_summary(*run, *pattern, *method));
-  fmt::print("pruned {} linears of {} blocks to {}: sparsity {:.2f}%, relative error {:.4f}", run->report.linears.size(),
+  fmt::print("{}\n", calib_summary(run, *pattern, *method));
+  fmt::print("pruned {} linears of {} blocks to {}: sparsity {:.2f}%, relative error {:.4f}", run.report.linears.size(),
              params.n_layer, pattern->str(), m.sparsity_percent, m.relative_error);
   if (err_count > 0) fmt::print(", mean output error {:.4f}", err_sum / static_cast<double>(err_count));
   if (chosen.size() < linears) fmt::print("; {} left dense by --include/--exclude", linears - chosen.size());

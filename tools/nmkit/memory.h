@@ -14,25 +14,12 @@
 
 namespace nmkit::cli {
 
-// Memory this process can still take: the least of MemAvailable + SwapFree (/proc/meminfo), the
-// address space left under RLIMIT_AS (ulimit -v) and RLIMIT_DATA, and the cgroup's memory.max less
-// memory.current; `limit` names which one it is.
-struct MemoryBudget {
-  uint64_t bytes = UINT64_MAX;
-  std::string limit;
-};
-MemoryBudget available_memory();
-
 // A lower bound of what LlamaModel::build(params, options) and one session of n_ctx tokens hold:
-// the block linears in the weight dtype (the kept fraction of a pruned form; plus their f32 copies
-// with keep_dense_weights), the f32 embedding, the head in the weight dtype, and the KV cache.
+// LlamaModel::estimate_bytes and the f32 KV cache.
 uint64_t model_bytes_at_least(const LlamaParams& params, const ModelOptions& options, int64_t n_ctx);
 
-// "1.07 GB", "287.7 kB": sizes in the memory and disk-space messages (decimal units, as df -H).
-std::string decimal_bytes(uint64_t bytes);
-
 // An Error "WHAT: needs at least N GB (for ...), M GB available (LIMIT)" when `bytes` exceeds
-// available_memory().
+// available_memory() (src/core/system_memory.h).
 Status check_memory(const std::string& what, uint64_t bytes, const std::string& for_what);
 
 // What the command is doing, for the out-of-memory line ("tokenizing FILE"); restored on scope exit.

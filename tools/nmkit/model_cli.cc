@@ -1,6 +1,5 @@
 #include "tools/nmkit/model_cli.h"
 
-#include <map>
 #include <string>
 
 #include <fmt/format.h>
@@ -19,19 +18,10 @@ Result<OpenedModel> open_model(const std::string& path) {
   OpenedModel m;
   m.path = path;
   m.params = shared->params();
-  m.load = shared->loader();
-  Result<Tokenizer> tokenizer = Error(path + ": the model has no tokenizer");
-  if (shared->gguf() != nullptr) {
-    if (shared->gguf()->find_key("tokenizer.ggml.model") != nullptr) tokenizer = Tokenizer::from_gguf(*shared->gguf());
-  } else if (!shared->tokenizer_json().empty()) {
-    tokenizer = Tokenizer::from_hf_json(shared->tokenizer_json());
-  }
-  if (tokenizer.ok()) {
-    NMKIT_TRY(check_vocabulary(path, *tokenizer, m.params));
-    m.tokenizer = std::make_shared<const Tokenizer>(std::move(tokenizer.value()));
-  } else {
-    m.tokenizer_error = tokenizer.error().message();
-  }
+  m.tensors = shared->tensors();
+  auto tokenizer = load_tokenizer(*shared);
+  if (tokenizer.ok()) m.tokenizer = std::make_shared<const Tokenizer>(std::move(tokenizer.value()));
+  else m.tokenizer_error = tokenizer.error().message();
   m.keep_alive = shared;
   return m;
 }
@@ -67,25 +57,7 @@ Result<ModelOptions> model_options(const WeightFlags& flags) {
   return o;
 }
 
-std::string describe(const ModelOptions& o) {
-  std::string s = o.weights == DType::F32 ? "f32" : o.weights == DType::BF16 ? "bf16" : "int8";
-  if (o.pattern) s += " " + o.pattern->str();
-  s += " " + std::string(linear_format_name(o.format));
-  return s;
-}
-
-void cache_tensors(OpenedModel& source) {
-  auto cache = std::make_shared<std::map<std::string, Tensor>>();
-  source.load = [cache, load = source.load](const std::string& name) -> Result<Tensor> {
-    auto it = cache->find(name);
-    if (it == cache->end()) {
-      auto t = load(name);
-      if (!t.ok()) return t.error();
-      it = cache->emplace(name, std::move(t.value())).first;
-    }
-    return Tensor::copy_of(it->second.view());
-  };
-}
+std::string describe(const ModelOptions& o) { return weight_form_name(o); }
 
 Result<LlamaModel> build_model(const OpenedModel& source, ModelOptions options, int64_t n_ctx) {
   const uint64_t needed = model_bytes_at_least(source.params, options, n_ctx);
@@ -97,7 +69,7 @@ Result<LlamaModel> build_model(const OpenedModel& source, ModelOptions options, 
   options.on_block = [&progress](int64_t b, int64_t n) {
     progress.update(static_cast<size_t>(b + 1), static_cast<size_t>(n), "");
   };
-  auto model = LlamaModel::build(source.params, source.load, options);
+  auto model = LlamaModel::build(source.params, source.tensors, options);
   if (!model.ok()) return model.error().with_context(source.path + ": ");
   return model;
 }
@@ -107,10 +79,11 @@ Result<std::shared_ptr<const Tokenizer>> require_tokenizer(const OpenedModel& so
   return source.tokenizer;
 }
 
-Status check_vocabulary(const std::string& model_path, const Tokenizer& tokenizer, const LlamaParams& params) {
-  if (tokenizer.n_vocab() <= params.n_vocab) return ok_status();
-  return Error(fmt::format("{}: the tokenizer has {} tokens, but the model's vocabulary only {} (token_embd rows)",
-                           model_path, tokenizer.n_vocab(), params.n_vocab));
+Result<DType> parse_output_dtype(const std::string& text) {
+  if (text == "f32") return DType::F32;
+  if (text == "f16") return DType::F16;
+  if (text == "bf16") return DType::BF16;
+  return Error("--dtype: unknown dtype '" + text + "' (expected f32, f16 or bf16)");
 }
 
 }  // namespace nmkit::cli

@@ -1,4 +1,4 @@
-#include "tools/nmkit/text_file.h"
+#include "nmkit/text_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -6,14 +6,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
-#include <fmt/format.h>
 
-#include "tools/nmkit/memory.h"
-
-namespace nmkit::cli {
+namespace nmkit {
 namespace {
 
 const char* kind_of(mode_t mode) {
@@ -53,11 +51,11 @@ Result<TextFile> TextFile::open(const std::string& flag, const std::string& path
   if (path.empty()) return Error(flag + ": empty path");
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
   file.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (file.fd_ < 0) return Error(fmt::format("{} {}: cannot open: {}", flag, path, std::strerror(errno)));
+  if (file.fd_ < 0) return Error(flag + " " + path + ": cannot open: " + std::strerror(errno));
   struct stat st {};
-  if (::fstat(file.fd_, &st) != 0) return Error(fmt::format("{} {}: {}", flag, path, std::strerror(errno)));
+  if (::fstat(file.fd_, &st) != 0) return Error(flag + " " + path + ": " + std::strerror(errno));
   if (!S_ISREG(st.st_mode)) {
-    return Error(fmt::format("{} {}: {}, not a text file", flag, path, kind_of(st.st_mode)));
+    return Error(flag + " " + path + ": " + kind_of(st.st_mode) + ", not a text file");
   }
   return file;
 }
@@ -78,15 +76,15 @@ Status TextFile::check_utf8(size_t end) {
   if (end <= checked_) return ok_status();
   if (auto bad = first_invalid_utf8(std::string_view(text_).substr(checked_, end - checked_))) {
     const size_t at = checked_ + *bad;
-    return Error(fmt::format("{}: not UTF-8 text (invalid byte 0x{:02X} at offset {})", path_,
-                             static_cast<unsigned char>(text_[at]), at));
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned>(static_cast<unsigned char>(text_[at])));
+    return Error(path_ + ": not UTF-8 text (invalid byte " + byte + " at offset " + std::to_string(at) + ")");
   }
   checked_ = end;
   return ok_status();
 }
 
 Status TextFile::read_at_least(size_t bytes) {
-  MemoryActivity activity("reading " + path_);
   constexpr size_t kBlock = size_t{1} << 20;
   if (bytes == SIZE_MAX) {  // the whole file: one allocation of its size, failing now if it cannot be had
     struct stat st {};
@@ -103,7 +101,7 @@ Status TextFile::read_at_least(size_t bytes) {
     if (got < 0) {
       const int err = errno;
       text_.resize(old);
-      return Error(fmt::format("{} {}: read failed: {}", flag_, path_, std::strerror(err)));
+      return Error(flag_ + " " + path_ + ": read failed: " + std::strerror(err));
     }
     text_.resize(old + static_cast<size_t>(got));
     at_end_ = got == 0;
@@ -119,7 +117,6 @@ Status TextFile::read_at_least(size_t bytes) {
 }
 
 Result<TextTokens> tokenize_text(TextFile& file, const Tokenizer& tokenizer, size_t need) {
-  MemoryActivity activity("tokenizing " + file.path());
   TextTokens out;
   const auto encode = [&](size_t bytes) -> Status {
     auto ids = tokenizer.encode(std::string_view(file.text()).substr(0, bytes), tokenizer.add_bos(), false);
@@ -148,4 +145,4 @@ Result<TextTokens> tokenize_text(TextFile& file, const Tokenizer& tokenizer, siz
   return out;
 }
 
-}  // namespace nmkit::cli
+}  // namespace nmkit

@@ -1,5 +1,6 @@
-// A UTF-8 text given to a command (`eval --text`, `--calib`), read as far as the command needs
-// (issue 24, items 2 and 7; docs/design.md 11.3 and 11.4).
+// A UTF-8 text given to a command (`eval --text`, `--calib`, prune_model's calibration text), read as
+// far as the command needs (issue 24, items 2 and 7; docs/design.md 11.3 and 11.4). A failed
+// allocation is std::bad_alloc (the CLI names what it was doing: tools/nmkit/memory.h).
 #pragma once
 
 #include <cstddef>
@@ -10,7 +11,7 @@
 #include "nmkit/status.h"
 #include "nmkit/tokenizer.h"
 
-namespace nmkit::cli {
+namespace nmkit {
 
 class TextFile {
  public:
@@ -51,4 +52,4 @@ struct TextTokens {
 };
 Result<TextTokens> tokenize_text(TextFile& file, const Tokenizer& tokenizer, size_t need);
 
-}  // namespace nmkit::cli
+}  // namespace nmkit

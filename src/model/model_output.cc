@@ -1,4 +1,6 @@
-#include "tools/nmkit/model_output.h"
+// Where a model is written and what is checked before the long work (include/nmkit/model_write.h;
+// issue 24, items 1 and 7; docs/design.md 10.12, 11.1).
+#include "nmkit/model_write.h"
 
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -6,12 +8,10 @@
 #include <algorithm>
 #include <filesystem>
 
-#include <fmt/format.h>
+#include "core/system_memory.h"  // decimal_bytes
+#include "nmkit/files.h"
 
-#include "tools/nmkit/cli_util.h"
-#include "tools/nmkit/memory.h"  // decimal_bytes
-
-namespace nmkit::cli {
+namespace nmkit {
 namespace {
 
 namespace fs = std::filesystem;
@@ -34,31 +34,35 @@ std::string parent_folder(const std::string& path) {
 
 }  // namespace
 
-Result<ModelOutput> parse_model_output(const std::string& output, const std::string& dtype,
-                                       const ModelSource& source) {
+Result<ModelOutput> parse_model_output(const std::string& output, DType dtype, const ModelSource& source,
+                                       const std::string& label) {
   ModelOutput out;
   out.path = output;
-  if (dtype == "f32") out.dtype = DType::F32;
-  else if (dtype == "f16") out.dtype = DType::F16;
-  else if (dtype == "bf16") out.dtype = DType::BF16;
-  else return Error("--dtype: unknown dtype '" + dtype + "' (expected f32, f16 or bf16)");
-  const std::string takes = "-o takes OUT.gguf or a folder DIR/ (a Hugging Face model)";
-  if (output.empty()) return Error("-o: empty path; " + takes);
+  out.label = label;
+  out.dtype = dtype;
+  if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::BF16) {
+    return Error(ErrorCode::InvalidArgument,
+                 "a model is written as F32, F16 or BF16, not " + std::string(dtype_name(dtype)));
+  }
+  const std::string takes = label + " takes OUT.gguf or a folder DIR/ (a Hugging Face model)";
+  if (output.empty()) return Error(ErrorCode::InvalidArgument, label + ": empty path; " + takes);
   const std::string last = fs::path(without_trailing_slashes(output)).filename().string();
   if (output.ends_with(".gguf")) {
     out.kind = ModelOutput::Kind::Gguf;
   } else if (output.ends_with(".safetensors")) {
     if (source.gguf() != nullptr) {
-      return Error("-o " + output + ": a GGUF model is written as safetensors inside a Hugging Face folder "
-                   "(config.json, model.safetensors, tokenizer.json): give a folder, -o DIR/");
+      return Error(ErrorCode::InvalidArgument,
+                   label + " " + output + ": a GGUF model is written as safetensors inside a Hugging Face folder "
+                   "(config.json, model.safetensors, tokenizer.json): give a folder, DIR/");
     }
     out.kind = ModelOutput::Kind::HfWeights;
   } else if (output.back() == '/' || is_folder(output) || last.find('.') == std::string::npos) {
     out.kind = ModelOutput::Kind::HfFolder;
   } else {
-    return Error("-o " + output + ": not a .gguf file or a folder; " + takes +
-                 (source.gguf() == nullptr ? ", or OUT.safetensors (the weights alone)" : "") +
-                 "; a folder name with a '.' needs a trailing '/'");
+    return Error(ErrorCode::InvalidArgument,
+                 label + " " + output + ": not a .gguf file or a folder; " + takes +
+                     (source.gguf() == nullptr ? ", or OUT.safetensors (the weights alone)" : "") +
+                     "; a folder name with a '.' needs a trailing '/'");
   }
   return out;
 }
@@ -70,7 +74,7 @@ Status check_model_output(const ModelOutput& output, const ModelSource& source,
     if (file != source.path()) inputs.push_back({"input's file", file});
   }
   inputs.insert(inputs.end(), other_inputs.begin(), other_inputs.end());
-  std::vector<FileRole> outputs{{"-o", output.path}};
+  std::vector<FileRole> outputs{{output.label, output.path}};
   outputs.insert(outputs.end(), other_outputs.begin(), other_outputs.end());
   NMKIT_TRY(check_distinct_files(outputs, inputs));
 
@@ -83,16 +87,16 @@ Status check_model_output(const ModelOutput& output, const ModelSource& source,
       const fs::path file = fs::weakly_canonical(fs::absolute(input.path, ec), ec);
       const auto [mismatch, rest] = std::mismatch(canonical_dir.begin(), canonical_dir.end(), file.begin(), file.end());
       if (mismatch == canonical_dir.end() && rest != file.end()) {
-        return Error("-o " + output.path + ": holds the " + input.label + " " + input.path +
-                     ", which replacing the folder would delete");
+        return Error(ErrorCode::SameFile, output.label + " " + output.path + ": holds the " + input.label + " " +
+                                              input.path + ", which replacing the folder would delete");
       }
     }
-    if (Status st = check_hf_output_folder(dir); !st.ok()) return st.error().with_context("-o ");
+    if (Status st = check_hf_output_folder(dir); !st.ok()) return st.error().with_context(output.label + " ");
     auto probe = PendingFolder::create(dir);
-    if (!probe.ok()) return probe.error().with_context("-o ");
+    if (!probe.ok()) return probe.error().with_context(output.label + " ");
   } else {
     auto probe = PendingFile::create(output.path);
-    if (!probe.ok()) return probe.error().with_context("-o ");
+    if (!probe.ok()) return probe.error().with_context(output.label + " ");
   }
 
   const uint64_t needed = model_file_bytes(source.params(), output.dtype);
@@ -100,26 +104,25 @@ Status check_model_output(const ModelOutput& output, const ModelSource& source,
   if (::statvfs(parent_folder(output.path).c_str(), &fs_stat) == 0) {
     const uint64_t free_bytes = static_cast<uint64_t>(fs_stat.f_bavail) * fs_stat.f_frsize;
     if (needed > free_bytes) {
-      return Error(fmt::format("-o {}: needs {} for the {} tensors, its file system has {} free", output.path,
-                               decimal_bytes(needed), dtype_name(output.dtype), decimal_bytes(free_bytes)));
+      return Error(ErrorCode::Io, output.label + " " + output.path + ": needs " + decimal_bytes(needed) + " for the " +
+                                      std::string(dtype_name(output.dtype)) + " tensors, its file system has " +
+                                      decimal_bytes(free_bytes) + " free");
     }
   }
   return ok_status();
 }
 
-Status write_model_output(const ModelOutput& output, const ModelTensors& tensors, const ModelSource& source) {
-  Progress progress("writing");
+Status write_model_output(const ModelOutput& output, const TensorsToWrite& tensors, const ModelSource& source,
+                          const std::function<void(size_t i, size_t n, const OutputTensor&)>& on_tensor) {
   ModelWriteOptions options;
   options.dtype = output.dtype;
-  if (progress.enabled()) {
-    options.on_tensor = [&progress](size_t i, size_t n, const OutputTensor& t) { progress.update(i, n, t.name); };
-  }
+  options.on_tensor = on_tensor;
   switch (output.kind) {
     case ModelOutput::Kind::Gguf: return write_model_gguf(output.path, tensors, source, options);
     case ModelOutput::Kind::HfFolder: return write_model_hf(output.path, tensors, source, options);
     case ModelOutput::Kind::HfWeights: return write_model_hf_weights(output.path, tensors, options);
   }
-  return Error("-o " + output.path + ": unknown output kind");
+  return Error(output.label + " " + output.path + ": unknown output kind");
 }
 
-}  // namespace nmkit::cli
+}  // namespace nmkit
