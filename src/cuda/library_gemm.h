@@ -7,8 +7,8 @@
 //
 // Algorithms: each object keeps one plan per token count, made on that count's first call. With
 // `search` the first call also times the library's candidates on the call's own buffers and keeps
-// the fastest (cuBLASLt: up to 8 of its heuristic's algorithms; cuSPARSELt: cusparseLtMatmulSearch,
-// every algorithm and split-K setting), so a tuned sparse GEMM is compared with a tuned dense one.
+// the fastest (cuBLASLt: up to 8 of its heuristic's algorithms; cuSPARSELt: cusparseLtMatmulSearch),
+// so a tuned sparse GEMM is compared with a tuned dense one; describe() names the pick.
 #pragma once
 
 #include <cuda_runtime_api.h>
