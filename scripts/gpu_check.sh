@@ -90,10 +90,15 @@ step "build (cmake, $(nproc) jobs)"
 generator=()  # Ninja where it is there, unless a build folder already chose
 [ ! -f "$build/CMakeCache.txt" ] && command -v ninja >/dev/null && generator=(-G Ninja)
 start=$SECONDS
-timeout "$(limit "${GPU_CHECK_BUILD_S:-240}")" bash -c 'cmake -S tests/cuda/gpu_check -B "$1" "${@:4}" -DCMAKE_BUILD_TYPE=Release \
-    -DNMKIT_CUDA_DEPS="$2" -DGTEST_SOURCE="$2/googletest" -DNMKIT_CUDA_EXTRA_TILES=ON >"$3/configure.log" 2>&1 &&
-  cmake --build "$1" -j "$(nproc)" 2>&1 | grep -v "^\[" | grep -iv advisory | tail -n 40
-  exit "${PIPESTATUS[0]}"' _ "$build" "$deps" "$out" "${generator[@]}"
+configure_and_build() {  # GENERATOR_ARGS...: the configure log to $out, the build's last lines here
+  cmake -S tests/cuda/gpu_check -B "$build" "$@" -DCMAKE_BUILD_TYPE=Release -DNMKIT_CUDA_DEPS="$deps" \
+    -DGTEST_SOURCE="$deps/googletest" -DNMKIT_CUDA_EXTRA_TILES=ON >"$out/configure.log" 2>&1 &&
+    cmake --build "$build" -j "$(nproc)" 2>&1 | grep -v '^\[' | grep -iv advisory | tail -n 40
+  return "${PIPESTATUS[0]}"
+}
+export -f configure_and_build
+export build deps out
+timeout "$(limit "${GPU_CHECK_BUILD_S:-240}")" bash -c 'configure_and_build "$@"' _ "${generator[@]}"
 rc=$?
 for binary in nmkit_test_cuda nmkit_test_cuda_oracle nmkit_cuda_bench; do
   [ -f "$build/tests_cuda/$binary" ] || { [ "$rc" -eq 0 ] && rc=1; }

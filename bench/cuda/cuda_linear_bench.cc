@@ -82,7 +82,8 @@ double gemm_ms(const CudaSparseLinear& layer, const void* dx, int64_t M, std::op
   if (s.ok()) s = l.quantize(dx, DType::F32, M, nullptr);
   for (int i = 0; i < 3 && s.ok(); ++i) s = l.gemm(M, nullptr, tile);  // the first one searches
   if (!s.ok()) {
-    std::printf("  %s M %lld: %s\n", layer.kernel_name().c_str(), static_cast<long long>(M), s.error().message().c_str());
+    std::printf("  %s M %lld: %s\n", layer.kernel_name().c_str(), static_cast<long long>(M),
+                s.error().message().c_str());
     return -1;
   }
   cudaEvent_t start, stop;
@@ -102,7 +103,9 @@ double gemm_ms(const CudaSparseLinear& layer, const void* dx, int64_t M, std::op
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   const cudaError_t error = cudaGetLastError();
-  if (error != cudaSuccess) std::printf("  CUDA error after %s: %s\n", layer.kernel_name().c_str(), cudaGetErrorString(error));
+  if (error != cudaSuccess) {
+    std::printf("  CUDA error after %s: %s\n", layer.kernel_name().c_str(), cudaGetErrorString(error));
+  }
   return error == cudaSuccess ? median(ms) : -1;
 }
 
@@ -114,7 +117,8 @@ double layer_ms(const CudaSparseLinear& layer, const void* dx, int64_t M, float*
     const Status s = layer.apply_device(dx, DType::F32, M, dy);
     const auto t1 = std::chrono::steady_clock::now();
     if (!s.ok()) {
-      std::printf("  %s M %lld: %s\n", layer.kernel_name().c_str(), static_cast<long long>(M), s.error().message().c_str());
+      std::printf("  %s M %lld: %s\n", layer.kernel_name().c_str(), static_cast<long long>(M),
+                  s.error().message().c_str());
       return -1;
     }
     if (i >= 3) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
@@ -318,8 +322,8 @@ int run() {
               "backend per shape)\n");
   auto line = [](const char* what, double target, const Worst& gemm, const Worst& layer) {
     std::printf("%s %s >= %.1fx cuBLASLt dense, GEMM only: %.2fx at %s; layer call: %.2fx at %s\n",
-                !gemm.where.empty() && gemm.ratio >= target ? "MET   " : "MISSED", what, target, gemm.ratio, gemm.where.c_str(), layer.ratio,
-                layer.where.c_str());
+                !gemm.where.empty() && gemm.ratio >= target ? "MET   " : "MISSED", what, target, gemm.ratio,
+                gemm.where.c_str(), layer.ratio, layer.where.c_str());
   };
   line("2:4", 1.5, targets.sparse24, targets.sparse24_layer);
   line("slid 6:8", 1.2, targets.slid, targets.slid_layer);

@@ -1,7 +1,7 @@
 // What each backend's GEMM reads and writes (docs/design.md 14): the padded sizes it runs, where
 // its accumulators lie and the weight bytes uploaded for it. Host code shared by CudaSparseLinear
 // (src/cuda/cuda_sparse_linear.cc) and the host test that runs these very arguments through
-// CUTLASS's reference GEMM and the epilogue's element rule (tests/cuda/cutlass_sm80_oracle_test.cu).
+// CUTLASS's reference GEMM and the epilogue's element rule (tests/cuda/gemm_arguments_oracle_test.cu).
 #pragma once
 
 #include <cstdint>

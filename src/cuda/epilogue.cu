@@ -40,7 +40,8 @@ template <class Acc>
 cudaError_t launch(const Acc* acc, const AccLayout& layout, int64_t tokens, int64_t rows, const float* scale_x,
                    const float* scale_w, const float* bias, float* y, cudaStream_t stream) {
   if (layout.rows_major) {
-    const dim3 grid(static_cast<unsigned>((tokens + kTile - 1) / kTile), static_cast<unsigned>((rows + kTile - 1) / kTile));
+    const dim3 grid(static_cast<unsigned>((tokens + kTile - 1) / kTile),
+                    static_cast<unsigned>((rows + kTile - 1) / kTile));
     scale_rows_major<<<grid, dim3(kTile, kTileRowsPerPass), 0, stream>>>(acc, layout, tokens, rows, scale_x, scale_w,
                                                                          bias, y);
   } else {

@@ -110,7 +110,9 @@ Result<Tensor> run_layer(const CudaSparseLinear& layer, const Tensor& x, std::op
     auto bad = l.first_bad_row(M, nullptr);
     if (!bad.ok()) return bad.error();
   }
-  if (cudaMemcpy(y.data(), dy.ptr, y.nbytes(), cudaMemcpyDeviceToHost) != cudaSuccess) return Error("cudaMemcpy failed");
+  if (cudaMemcpy(y.data(), dy.ptr, y.nbytes(), cudaMemcpyDeviceToHost) != cudaSuccess) {
+    return Error("cudaMemcpy failed");
+  }
   return y;
 }
 
@@ -145,7 +147,8 @@ void expect_layer_bits(const Result<CudaSparseLinear>& layer, const Tensor& x, c
     for (const SparseTile t : cuda::int8_tiles_built()) tiles.emplace_back(t);
   }
   for (const auto& tile : tiles) {
-    const std::string what = layer->kernel_name() + ", " + (tile ? cuda::sparse_tile_name(*tile) : layer->gemm_name(x.rows()));
+    const std::string what =
+        layer->kernel_name() + ", " + (tile ? cuda::sparse_tile_name(*tile) : layer->gemm_name(x.rows()));
     auto got = run_layer(*layer, x, tile);
     ASSERT_TRUE(got.ok()) << what << ": " << got.error().message();
     EXPECT_TRUE(bits_equal(*got, *want)) << what;
