@@ -46,7 +46,7 @@ Result<CalibMethod> parse_calib_method(std::string_view text) {
   if (text == "magnitude") return CalibMethod::Magnitude;
   if (text == "wanda") return CalibMethod::Wanda;
   if (text == "sparsegpt") return CalibMethod::SparseGpt;
-  return Error("unknown pruning method '" + std::string(text) +
+  return Error(ErrorCode::InvalidArgument, "unknown pruning method '" + std::string(text) +
                "' (expected magnitude, wanda or sparsegpt)");
 }
 
@@ -64,12 +64,12 @@ bool needs_calibration(CalibMethod method) { return method != CalibMethod::Magni
 Result<std::vector<int32_t>> calibration_sequences(const std::vector<int32_t>& tokens, int64_t n_seq,
                                                    int64_t seq_len, std::string_view what) {
   if (n_seq < 1 || seq_len < 1) {
-    return Error("calibration needs at least one sequence of at least one token, got " +
+    return Error(ErrorCode::InvalidArgument, "calibration needs at least one sequence of at least one token, got " +
                  std::to_string(n_seq) + " x " + std::to_string(seq_len));
   }
   const auto n_tokens = static_cast<int64_t>(tokens.size());
   if (n_tokens < seq_len) {
-    return Error(std::string(what) + ": calibration text has " + std::to_string(n_tokens) +
+    return Error(ErrorCode::InvalidArgument, std::string(what) + ": calibration text has " + std::to_string(n_tokens) +
                  " tokens, fewer than one sequence of " + std::to_string(seq_len));
   }
   const int64_t n = std::min(n_seq, n_tokens / seq_len);
@@ -141,8 +141,8 @@ Status ModelCalibrator::next_block() {
   NMKIT_TRY(state_->run_block());
   ++state_->done;
   state_->report.seconds.total = seconds_since(state_->started);
-  if (state_->options.on_block) state_->options.on_block(state_->done - 1, state_->model->params().n_layer);
-  return ok_status();
+  return invoke_callback(state_->options.on_block, "calibration progress", state_->done - 1,
+                         state_->model->params().n_layer);
 }
 
 CalibReport ModelCalibrator::report() const { return state_->report; }

@@ -100,11 +100,11 @@ inline std::string name_prefix(std::string_view name) {
 inline Status check_dense(const TensorView& dense, std::string_view name) {
   if (dense.shape.size() != 2 || dense.shape[0] < 0 || dense.shape[1] < 0) {
     return Error(name_prefix(name) + "compression needs a 2-D tensor [rows, K], got shape " +
-                 shape_str(dense.shape));
+                 shape_str(dense.shape)).classified(ErrorCode::InvalidArgument);
   }
   if (!is_prunable(dense.dtype)) {
     return Error(name_prefix(name) + "dtype " + std::string(dtype_name(dense.dtype)) +
-                 " cannot be compressed (expected F32, F16 or BF16)");
+                 " cannot be compressed (expected F32, F16 or BF16)").classified(ErrorCode::Unsupported);
   }
   if (dense.data == nullptr && dense.numel() > 0) return Error(name_prefix(name) + "has no data");
   return ok_status();
@@ -113,7 +113,7 @@ inline Status check_dense(const TensorView& dense, std::string_view name) {
 inline Error violation_error(std::string_view name, const Violation& v, Pattern pattern) {
   return Error(name_prefix(name) + "row " + std::to_string(v.row) + ", group " +
                std::to_string(v.group) + " has " + std::to_string(v.nonzeros) +
-               " non-zeros, more than pattern " + pattern.str() + " allows");
+               " non-zeros, more than pattern " + pattern.str() + " allows").classified(ErrorCode::InvalidValue);
 }
 
 // Runs scan(r0, r1, stop_row) over rows in parallel; scan returns the first violation of its rows

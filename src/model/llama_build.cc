@@ -42,7 +42,7 @@ Result<LinearFormat> parse_linear_format(std::string_view text) {
   if (text == "sparse24") return LinearFormat::Sparse24;
   if (text == "nm") return LinearFormat::NM;
   if (text == "slid") return LinearFormat::Slid;
-  return Error("format '" + std::string(text) + "' is not dense, sparse24, nm or slid");
+  return Error(ErrorCode::InvalidArgument, "format '" + std::string(text) + "' is not dense, sparse24, nm or slid");
 }
 
 std::string_view linear_format_name(LinearFormat format) {
@@ -59,7 +59,7 @@ Result<DType> parse_weight_dtype(std::string_view text) {
   if (text == "f32") return DType::F32;
   if (text == "bf16") return DType::BF16;
   if (text == "int8") return DType::I8;
-  return Error("weights '" + std::string(text) + "' is not f32, bf16 or int8");
+  return Error(ErrorCode::InvalidArgument, "weights '" + std::string(text) + "' is not f32, bf16 or int8");
 }
 
 const std::vector<std::string>& LlamaModel::block_linear_names() {
@@ -76,21 +76,21 @@ std::string block_tensor_name(int64_t b, std::string_view name) {
 
 Status check_format(DType weights, LinearFormat format, const std::optional<Pattern>& pattern) {
   if (weights != DType::F32 && weights != DType::BF16 && weights != DType::I8) {
-    return Error("model: weights " + std::string(dtype_name(weights)) + " is not f32, bf16 or int8");
+    return Error(ErrorCode::InvalidArgument, "model: weights " + std::string(dtype_name(weights)) + " is not f32, bf16 or int8");
   }
   if (format == LinearFormat::Dense) return ok_status();
-  if (!pattern) return Error("model: format " + std::string(linear_format_name(format)) + " needs a pattern");
+  if (!pattern) return Error(ErrorCode::InvalidArgument, "model: format " + std::string(linear_format_name(format)) + " needs a pattern");
   if (format == LinearFormat::Sparse24 && !(*pattern == Pattern{2, 4})) {
-    return Error("model: format sparse24 needs pattern 2:4, not " + pattern->str());
+    return Error(ErrorCode::InvalidArgument, "model: format sparse24 needs pattern 2:4, not " + pattern->str());
   }
   if (format == LinearFormat::NM && weights == DType::I8) {
-    return Error("model: format nm runs f32 or bf16 weights, not int8 (use slid or sparse24)");
+    return Error(ErrorCode::InvalidArgument, "model: format nm runs f32 or bf16 weights, not int8 (use slid or sparse24)");
   }
   if (format == LinearFormat::NM && pattern->group > 16) {
-    return Error("model: format nm supports groups up to 16, not " + pattern->str());
+    return Error(ErrorCode::InvalidArgument, "model: format nm supports groups up to 16, not " + pattern->str());
   }
   if (format == LinearFormat::Slid && !pattern->slidable()) {
-    return Error("model: format slid needs a pattern keep:2N with keep <= 2N-2, not " + pattern->str());
+    return Error(ErrorCode::InvalidArgument, "model: format slid needs a pattern keep:2N with keep <= 2N-2, not " + pattern->str());
   }
   return ok_status();
 }
@@ -350,17 +350,6 @@ Tensor f32_copy(Weight& w) {
 }  // namespace
 }  // namespace model
 
-namespace {
-
-// "bf16 2:4 sparse24", "int8 dense": for messages.
-std::string form_label(const ModelOptions& o) {
-  std::string s = o.weights == DType::F32 ? "f32" : o.weights == DType::BF16 ? "bf16" : "int8";
-  if (o.pattern) s += " " + o.pattern->str();
-  return s + " " + std::string(linear_format_name(o.format));
-}
-
-}  // namespace
-
 Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTensors& tensors,
                                      const ModelOptions& options) {
   NMKIT_TRY(params.validate());
@@ -377,7 +366,7 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTenso
   if (const size_t needed = estimate_bytes(params, options), available = available_memory_bytes();
       available > 0 && needed > available) {
     const auto gb = [](size_t bytes) { return std::to_string(static_cast<double>(bytes) / 1e9).substr(0, 5); };
-    return Error("model: the " + form_label(options) + " form needs " + gb(needed) + " GB, " + gb(available) +
+    return Error("model: the " + weight_form_name(options) + " form needs " + gb(needed) + " GB, " + gb(available) +
                  " GB available");
   }
   const TensorLoader& load = tensors.load_f32;
@@ -431,7 +420,7 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTenso
         model::release(tensors, model::block_tensor_name(b, block_linear_names()[i]));
       }
     }
-    if (options.on_block) options.on_block(b, params.n_layer);
+    NMKIT_TRY(invoke_callback(options.on_block, "model build progress", b, params.n_layer));
   }
 
   // The head stays dense (docs/design.md 11.5), in the model's weight dtype; a tied head is packed
