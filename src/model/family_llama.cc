@@ -1,0 +1,81 @@
+// The llama family (docs/design.md 11.2): pre-norm blocks, rope NORM, SwiGLU, no biases; Llama 3.x's
+// rope scaling comes as the rope_freqs.weight factors (GGUF) or config.json's rope_scaling "llama3"
+// (both read by every family's loader). Mistral is llama with its own Hugging Face model type and an
+// optional sliding window over every layer; llama.cpp's converter writes it as a llama GGUF (which
+// has no window: llama.cpp runs Mistral's files without one).
+#include "model/family.h"
+
+namespace nmkit::model {
+namespace {
+
+const std::vector<BlockVector> kLlamaVectors = {
+    {"attn_norm.weight", "input_layernorm.weight", VectorSize::Embd, true},
+    {"ffn_norm.weight", "post_attention_layernorm.weight", VectorSize::Embd, true},
+};
+
+// transformers' LlamaConfig: no biases, SiLU.
+Status read_llama_hf(const HfConfig& c, LlamaParams&) {
+  if (const auto* act = c.find("hidden_act"); act != nullptr && *act != "silu") {
+    return Error(c.path() + ": 'hidden_act' is " + shown_json(*act) + ", only \"silu\" is supported");
+  }
+  for (const char* bias : {"attention_bias", "mlp_bias"}) {
+    auto has = c.flag(bias, false);
+    if (!has.ok()) return has.error();
+    if (*has) return Error(c.path() + ": '" + std::string(bias) + "' is true: llama biases are not supported");
+  }
+  return ok_status();
+}
+
+// MistralConfig: llama's, and sliding_window (null: none) over every layer.
+Status read_mistral_hf(const HfConfig& c, LlamaParams& p) {
+  NMKIT_TRY(read_llama_hf(c, p));
+  auto window = c.count("sliding_window", int64_t{0});
+  if (!window.ok()) return window.error();
+  if (*window > 0 && *window < p.n_ctx_train) {
+    p.sliding_window = *window;
+    p.local_layers = periodic_local_layers(p.n_layer, 0);
+  }
+  return ok_status();
+}
+
+void write_llama_hf(const LlamaParams&, nlohmann::ordered_json& c) {
+  c["hidden_act"] = "silu";
+  c["attention_bias"] = false;
+  c["mlp_bias"] = false;
+}
+
+void write_mistral_hf(const LlamaParams& p, nlohmann::ordered_json& c) {
+  c["hidden_act"] = "silu";
+  c["sliding_window"] = p.sliding_window > 0 ? nlohmann::ordered_json(p.sliding_window) : nlohmann::ordered_json();
+}
+
+Status read_nothing(const GgufFile&, LlamaParams&) { return ok_status(); }
+void write_nothing(const LlamaParams&, std::vector<GgufKeyValue>&) {}
+
+}  // namespace
+
+const Family kLlamaFamily = {
+    .name = "llama",
+    .gguf_arch = "llama",
+    .hf_model_type = "llama",
+    .hf_class = "LlamaForCausalLM",
+    .vectors = kLlamaVectors,
+    .read_gguf = read_nothing,
+    .read_hf = read_llama_hf,
+    .write_gguf = write_nothing,
+    .write_hf = write_llama_hf,
+};
+
+const Family kMistralFamily = {
+    .name = "mistral",
+    .gguf_arch = "llama",
+    .hf_model_type = "mistral",
+    .hf_class = "MistralForCausalLM",
+    .vectors = kLlamaVectors,
+    .read_gguf = read_nothing,
+    .read_hf = read_mistral_hf,
+    .write_gguf = write_nothing,
+    .write_hf = write_mistral_hf,
+};
+
+}  // namespace nmkit::model
