@@ -16,12 +16,15 @@ modelling code, not from nmkit's); nmkit (tests/model/model_logits.cc) runs both
     weights numpy pruned in HF form), both of which nmkit reads back to the same logits.
 The 64 tokens are longer than the 16-token windows, so local layers really cut their attention.
 
-Usage: family_forward.py --tool PATH/TO/nmkit_model_logits [--seed N] [--family NAME]
+With --nmkit, also the bad inputs of issue 29 through `nmkit eval` (bad_inputs).
+
+Usage: family_forward.py --tool PATH/TO/nmkit_model_logits [--nmkit PATH/TO/nmkit] [--seed N] [--family NAME]
 """
 
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -224,9 +227,12 @@ def gguf_tensors(t, p):
     return out
 
 
-def write_gguf(path, p, tensors):
+def write_gguf(path, p, tensors, skip_key=None):
     import gguf
     w = gguf.GGUFWriter(path, p["arch"])
+    if skip_key:  # a required key left out (bad input)
+        real = w.add_key_value
+        w.add_key_value = lambda key, *a, **k: None if key.endswith(skip_key) else real(key, *a, **k)
     w.add_context_length(p["n_ctx"])
     w.add_embedding_length(p["n_embd"])
     w.add_block_count(p["n_layer"])
@@ -349,11 +355,51 @@ def check_family(tool, name, p, rng, tmp):
     return ok
 
 
+def expect_error(nmkit, label, model, text, *needles):
+    """`nmkit eval` on a bad model: exit 1, one line on stderr naming the file and the value."""
+    r = subprocess.run([nmkit, "eval", model, "--text", text], capture_output=True, text=True)
+    lines = r.stderr.strip().splitlines()
+    good = r.returncode == 1 and len(lines) == 1 and all(n in lines[0] for n in needles)
+    print(f"{'ok' if good else 'FAIL':4} {label}: exit {r.returncode}: {' | '.join(lines)}")
+    return good
+
+
+def bad_inputs(nmkit, rng, tmp):
+    """Issue 29's bad input: an architecture nmkit does not run (named, with the list of those it runs),
+    a family's required key missing, a sliding window larger than the context, biases of the wrong size."""
+    ok = True
+    text = os.path.join(tmp, "text.txt")
+    with open(text, "w") as f:
+        f.write("A few words of text. " * 200)
+    p = dict(FAMILIES["gemma3"])
+    t = gguf_tensors(random_model(rng, p), p)
+    path = os.path.join(tmp, "phi3.gguf")
+    write_gguf(path, dict(p, arch="phi3"), t)
+    ok &= expect_error(nmkit, "unknown architecture", path, text, path, "'phi3'", "llama, qwen2, qwen3, gemma3")
+    path = os.path.join(tmp, "no_eps.gguf")
+    write_gguf(path, p, t, skip_key="layer_norm_rms_epsilon")
+    ok &= expect_error(nmkit, "required key missing", path, text, path, "gemma3.attention.layer_norm_rms_epsilon")
+    path = os.path.join(tmp, "window.gguf")
+    write_gguf(path, dict(p, window=1024), t)
+    ok &= expect_error(nmkit, "sliding window above the context", path, text, path, "sliding_window = 1024", "256")
+    q = FAMILIES["qwen2"]
+    t = gguf_tensors(random_model(rng, q), q)
+    t["blk.1.attn_k.bias"] = t["blk.1.attn_k.bias"][:-2]
+    path = os.path.join(tmp, "bias.gguf")
+    write_gguf(path, q, t)
+    ok &= expect_error(nmkit, "bias of the wrong size", path, text, path, "blk.1.attn_k.bias", "[34]", "[36]")
+    folder = os.path.join(tmp, "gemma3_multimodal")
+    write_hf(folder, dict(p, model_type="gemma3"), random_model(rng, p))
+    ok &= expect_error(nmkit, "unknown model_type", folder, text, "config.json", "'gemma3'", "gemma3_text")
+    return ok
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tool", required=True)
     ap.add_argument("--seed", type=int, default=2029)
     ap.add_argument("--family", choices=sorted(FAMILIES), action="append")
+    ap.add_argument("--nmkit", help="the CLI, for the bad inputs")
     args = ap.parse_args()
     print(f"seed {args.seed}")
     rng = np.random.default_rng(args.seed)
@@ -361,6 +407,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.family or FAMILIES:
             ok &= check_family(args.tool, name, FAMILIES[name], rng, tmp)
+        if args.nmkit:
+            ok &= bad_inputs(args.nmkit, rng, tmp)
     print("PASS" if ok else "FAILED")
     return 0 if ok else 1
 
