@@ -1,4 +1,4 @@
-// The attention half of a block (docs/design.md 11.2 and 18): x += post(Wo . attn(rmsnorm(x) *
+// The attention half of a block (docs/design.md 11.2 and 11.8): x += post(Wo . attn(rmsnorm(x) *
 // attn_norm)), with the family's q/k/v biases and q/k norms, rope (NORM or NEOX, the layer's base) on
 // q and k, the new keys and values stored in the cache, and grouped-query causal attention over the
 // cached positions (the last sliding_window of them in a local layer); post: the family's norm of

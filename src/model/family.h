@@ -1,4 +1,4 @@
-// A model family (docs/design.md 18): what its decoder blocks hold and do, stated once in the family's
+// A model family (docs/design.md 11.8): what its decoder blocks hold and do, stated once in the family's
 // file (family_llama.cc with Mistral, family_qwen.cc for Qwen2 and Qwen3, family_gemma3.cc) and
 // consulted by the loaders, the forward pass and the writers instead of branches on the architecture.
 // The public reference for every key and tensor name is llama.cpp (src/models/ARCH.cpp, and its

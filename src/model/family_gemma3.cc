@@ -1,4 +1,4 @@
-// Gemma 3 (llama.cpp's gemma3, docs/design.md 18): embeddings x sqrt(n_embd); an RMSNorm before and
+// Gemma 3 (llama.cpp's gemma3, docs/design.md 11.8): embeddings x sqrt(n_embd); an RMSNorm before and
 // after attention and feed-forward; q/k RMSNorm per head; GELU-tanh gate; rope NEOX; local layers
 // with a sliding window and their own rope base (unscaled), a global layer every few; a query scale
 // from the metadata; norm weights stored as 1 + w in GGUF (llama.cpp's converter adds the 1 that

@@ -1,4 +1,4 @@
-// The feed-forward half of a block (docs/design.md 11.2 and 18): x += post(Wdown . (act(Wgate . u) *
+// The feed-forward half of a block (docs/design.md 11.2 and 11.8): x += post(Wdown . (act(Wgate . u) *
 // (Wup . u))) with u = rmsnorm(x) * ffn_norm, act the family's (SiLU or GELU-tanh), post its norm of
 // the output (Gemma 3) or none.
 #pragma once

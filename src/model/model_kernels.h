@@ -1,4 +1,4 @@
-// The f32 pieces of the forward pass around the linears (docs/design.md 11.2 and 18): RMSNorm, rope
+// The f32 pieces of the forward pass around the linears (docs/design.md 11.2 and 11.8): RMSNorm, rope
 // NORM and NEOX, causal attention of one query over a KV cache, SwiGLU and GELU-tanh gates. Each is compiled for AVX-512, AVX2+FMA and
 // baseline x86-64 (one clone per tier, run on the linears' tier), on that tier's register width
 // without reordering any float sum it must not reorder.
@@ -21,7 +21,7 @@ void exp_inplace(float* x, int64_t n);
 
 // Rope on `heads` heads of head_dim values each (stride head_stride between heads): pair i turns by the
 // angle whose cosine and sine are cos_sin[2i], cos_sin[2i+1]. Pair i is (2i, 2i+1) in mode NORM and
-// (i, i + head_dim/2) in mode NEOX (ggml's rope types; docs/design.md 11.1 and 18).
+// (i, i + head_dim/2) in mode NEOX (ggml's rope types; docs/design.md 11.1 and 11.8).
 void rope_rotate(float* x, int64_t heads, int64_t head_stride, int64_t head_dim, const float* cos_sin, bool neox);
 // cos_sin[2i], cos_sin[2i+1] = cos, sin of p * scale * base^(-2i/head_dim) / factors[i] (factors
 // nullptr: all 1; ggml's freq_scale and freq_factors), computed in double.

@@ -1,6 +1,6 @@
 // ModelSource from a GGUF file: hyper-parameters from the `ARCH.*` keys (llama.cpp's names; those of
 // one family only, in its file: family_*.cc), and every tensor checked against them (docs/design.md
-// sections 11.1, 11.2 and 18).
+// sections 11.1, 11.2 and 11.8).
 #include <limits>
 #include <string>
 #include <unordered_set>

@@ -3,7 +3,7 @@
 // model.safetensors.index.json lists, tokenizer.json. Tensors are renamed to llama.cpp's GGUF names
 // as its convert_hf_to_gguf.py does; for rope-NORM families (llama, Mistral) q/k rows are permuted
 // from HF's rotate-halves (NEOX) order to GGUF's adjacent-pairs (NORM) order (docs/design.md 11.1),
-// and Gemma's norm weights get their 1 added (docs/design.md 18).
+// and Gemma's norm weights get their 1 added (docs/design.md 11.8).
 #include <sys/stat.h>
 
 #include <cmath>

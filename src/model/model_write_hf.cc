@@ -305,7 +305,7 @@ std::optional<NamedTensor> hf_tensor_from_gguf(const NamedTensor& gguf, const Ll
   const auto t = find_tensor_name(gguf.name, p);
   if (!t) return std::nullopt;
   Tensor rows = t->permute_heads > 0 ? hf_rows_from_gguf(gguf.tensor, t->permute_heads) : Tensor::copy_of(gguf.tensor.view());
-  if (t->plus_one) {  // Gemma's RMSNorm adds the 1 at run time (docs/design.md 18)
+  if (t->plus_one) {  // Gemma's RMSNorm adds the 1 at run time (docs/design.md 11.8)
     for (int64_t i = 0; i < rows.numel(); ++i) rows.as<float>()[i] -= 1.0f;
   }
   return NamedTensor{t->hf, std::move(rows)};
