@@ -1,6 +1,6 @@
 // Saving a LlamaModel's weights (after pruning on load or calibrated pruning) as a GGUF file that
 // llama.cpp-compatible readers load, or as a Hugging Face folder of the model's family (docs/design.md
-// 11.1 and 18).
+// 11.1 and 11.8).
 #pragma once
 
 #include <cstddef>
@@ -77,7 +77,7 @@ Result<HfTokenizerFiles> hf_tokenizer_files(const GgufFile& file, int64_t n_ctx_
 std::optional<std::pair<std::string, int64_t>> hf_tensor_name(const std::string& gguf_name, const LlamaParams& params);
 
 // A tensor (GGUF name, f32) as a Hugging Face folder of the model's family stores it: its HF name,
-// q/k rows permuted back for rope-NORM families, Gemma's norm weights less one (docs/design.md 18);
+// q/k rows permuted back for rope-NORM families, Gemma's norm weights less one (docs/design.md 11.8);
 // nullopt for a name outside the model (rope_freqs.weight too: config.json's rope_scaling holds it).
 std::optional<NamedTensor> hf_tensor_from_gguf(const NamedTensor& gguf, const LlamaParams& params);
 

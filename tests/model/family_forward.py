@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent check of nmkit's model families (docs/design.md 18) against a numpy float64 forward.
+"""Independent check of nmkit's model families (docs/design.md 11.8) against a numpy float64 forward.
 
 For each family (qwen2, qwen3, llama with Llama 3.x's rope scaling, mistral with a sliding window,
 gemma3) a tiny random model is made here in its Hugging Face form (transformers' conventions:
