@@ -86,6 +86,13 @@ Result<std::optional<uint64_t>> optional_uint(const GgufFile& file, const std::s
   return std::optional<uint64_t>(*v);
 }
 
+Status refuse_true(const HfConfig& config, const char* key, const std::string& what) {
+  auto value = config.flag(key, false);
+  if (!value.ok()) return value.error();
+  if (*value) return Error(config.path() + ": '" + key + "' is true: " + what + " is not supported");
+  return ok_status();
+}
+
 std::vector<uint8_t> periodic_local_layers(int64_t n_layer, int64_t period) {
   std::vector<uint8_t> local(static_cast<size_t>(n_layer));
   for (int64_t b = 0; b < n_layer; ++b) local[static_cast<size_t>(b)] = period == 0 || b % period < period - 1;

@@ -48,11 +48,13 @@ struct Family {
   // converter adds the 1), and so does nmkit.
   bool hf_norm_plus_one = false;
   bool hf_tied_default = false;  // config.json's tie_word_embeddings when absent (transformers' default)
+  const char* hf_activation = "silu";  // config.json's hidden_act (Gemma: hidden_activation) it must have
   // The block's tensors other than the seven linears, in nmkit's GGUF order: those named before
   // "ffn_norm.weight" come before the feed-forward linears. The norms attn_norm and ffn_norm are
   // every family's.
   std::vector<BlockVector> vectors;
 
+  // Each of the four below may be null: the family has nothing of its own there.
   // The family's GGUF keys beyond those every family has (model_source_gguf.cc), read into p; an
   // Error names the file and key. Refuses what the forward pass does not run.
   Status (*read_gguf)(const GgufFile& file, LlamaParams& p) = nullptr;
@@ -99,6 +101,9 @@ std::vector<std::string> hf_model_types();
 // A GGUF key's value when present (an Error naming the key when its type is wrong), nullopt when absent.
 Result<std::optional<double>> optional_float(const GgufFile& file, const std::string& key);
 Result<std::optional<uint64_t>> optional_uint(const GgufFile& file, const std::string& key);
+
+// An Error when config.json's `key` is true: "'KEY' is true: WHAT is not supported".
+Status refuse_true(const HfConfig& config, const char* key, const std::string& what);
 
 // llama.cpp's set_swa_pattern: every `period`-th layer global (layers period-1, 2 period-1, ...), the
 // others local; period 0: every layer local.

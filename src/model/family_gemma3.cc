@@ -57,19 +57,12 @@ Status read_gemma3_gguf(const GgufFile& file, LlamaParams& p) {
 
 // transformers' Gemma3TextConfig.
 Status read_gemma3_hf(const HfConfig& c, LlamaParams& p) {
-  for (const char* key : {"hidden_activation", "hidden_act"}) {
-    if (const auto* act = c.find(key); act != nullptr && *act != "gelu_pytorch_tanh") {
-      return Error(c.path() + ": '" + key + "' is " + shown_json(*act) + ", only \"gelu_pytorch_tanh\" is supported");
-    }
-  }
   for (const char* key : {"final_logit_softcapping", "attn_logit_softcapping"}) {
     if (const auto* cap = c.find(key)) {
       return Error(c.path() + ": '" + key + "' is " + shown_json(*cap) + ": soft-capping is not supported");
     }
   }
-  auto bias = c.flag("attention_bias", false);
-  if (!bias.ok()) return bias.error();
-  if (*bias) return Error(c.path() + ": 'attention_bias' is true: Gemma 3 biases are not supported");
+  NMKIT_TRY(refuse_true(c, "attention_bias", "a Gemma 3 attention bias"));
   auto scalar = c.number("query_pre_attn_scalar", static_cast<double>(p.head_dim()));
   if (!scalar.ok()) return scalar.error();
   if (!(*scalar > 0)) return Error(c.path() + ": 'query_pre_attn_scalar' is " + std::to_string(*scalar) + ", not positive");
@@ -154,6 +147,7 @@ const Family kGemma3Family = {
     .post_norms = true,
     .hf_norm_plus_one = true,
     .hf_tied_default = true,
+    .hf_activation = "gelu_pytorch_tanh",
     .vectors = {{"attn_norm.weight", "input_layernorm.weight", VectorSize::Embd, true},
                 {"attn_q_norm.weight", "self_attn.q_norm.weight", VectorSize::HeadDim, true},
                 {"attn_k_norm.weight", "self_attn.k_norm.weight", VectorSize::HeadDim, true},

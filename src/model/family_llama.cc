@@ -13,17 +13,10 @@ const std::vector<BlockVector> kLlamaVectors = {
     {"ffn_norm.weight", "post_attention_layernorm.weight", VectorSize::Embd, true},
 };
 
-// transformers' LlamaConfig: no biases, SiLU.
+// transformers' LlamaConfig: no biases.
 Status read_llama_hf(const HfConfig& c, LlamaParams&) {
-  if (const auto* act = c.find("hidden_act"); act != nullptr && *act != "silu") {
-    return Error(c.path() + ": 'hidden_act' is " + shown_json(*act) + ", only \"silu\" is supported");
-  }
-  for (const char* bias : {"attention_bias", "mlp_bias"}) {
-    auto has = c.flag(bias, false);
-    if (!has.ok()) return has.error();
-    if (*has) return Error(c.path() + ": '" + std::string(bias) + "' is true: llama biases are not supported");
-  }
-  return ok_status();
+  NMKIT_TRY(refuse_true(c, "attention_bias", "a llama attention bias"));
+  return refuse_true(c, "mlp_bias", "a llama MLP bias");
 }
 
 // MistralConfig: llama's, and sliding_window (null: none) over every layer.
@@ -39,18 +32,13 @@ Status read_mistral_hf(const HfConfig& c, LlamaParams& p) {
 }
 
 void write_llama_hf(const LlamaParams&, nlohmann::ordered_json& c) {
-  c["hidden_act"] = "silu";
   c["attention_bias"] = false;
   c["mlp_bias"] = false;
 }
 
 void write_mistral_hf(const LlamaParams& p, nlohmann::ordered_json& c) {
-  c["hidden_act"] = "silu";
   c["sliding_window"] = p.sliding_window > 0 ? nlohmann::ordered_json(p.sliding_window) : nlohmann::ordered_json();
 }
-
-Status read_nothing(const GgufFile&, LlamaParams&) { return ok_status(); }
-void write_nothing(const LlamaParams&, std::vector<GgufKeyValue>&) {}
 
 }  // namespace
 
@@ -60,9 +48,7 @@ const Family kLlamaFamily = {
     .hf_model_type = "llama",
     .hf_class = "LlamaForCausalLM",
     .vectors = kLlamaVectors,
-    .read_gguf = read_nothing,
     .read_hf = read_llama_hf,
-    .write_gguf = write_nothing,
     .write_hf = write_llama_hf,
 };
 
@@ -72,9 +58,7 @@ const Family kMistralFamily = {
     .hf_model_type = "mistral",
     .hf_class = "MistralForCausalLM",
     .vectors = kLlamaVectors,
-    .read_gguf = read_nothing,
     .read_hf = read_mistral_hf,
-    .write_gguf = write_nothing,
     .write_hf = write_mistral_hf,
 };
 

@@ -77,7 +77,7 @@ Status open_gguf(ModelSource::Impl& impl) {
     p.n_vocab = embd->ne[1];
   }
   p.tied_output = file.find("output.weight") == nullptr;
-  NMKIT_TRY(family->read_gguf(file, p));
+  if (family->read_gguf) NMKIT_TRY(family->read_gguf(file, p));
 
   // What nmkit's forward pass does not implement is refused rather than run wrongly.
   const int64_t hd = p.head_dim();

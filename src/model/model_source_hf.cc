@@ -129,7 +129,13 @@ Status read_params(const HfConfig& c, ModelSource::Impl& impl) {
   if (!tied.ok()) return tied.error();
   p.tied_output = *tied;
   NMKIT_TRY(read_rope_scaling(c, p));
-  NMKIT_TRY(family->read_hf(c, p));
+  for (const char* key : {"hidden_act", "hidden_activation"}) {  // Gemma's config names it the second way
+    if (const auto* act = c.find(key); act != nullptr && *act != family->hf_activation) {
+      return Error(c.path() + ": '" + key + "' is " + shown_json(*act) + ", only \"" + family->hf_activation +
+                   "\" is supported for model_type " + model_type);
+    }
+  }
+  if (family->read_hf) NMKIT_TRY(family->read_hf(c, p));
   if (Status valid = p.validate(); !valid.ok()) return valid.error().with_context(c.path() + ": ");
   return ok_status();
 }

@@ -57,7 +57,7 @@ Status write_model_gguf(const std::string& path, const LlamaModel& model, const 
       metadata.push_back({k + "rope.scaling.type", GgufValue::of_string("linear")});
       metadata.push_back({k + "rope.scaling.factor", GgufValue::of_float32(1.0f / p.rope_scale)});
     }
-    family.write_gguf(p, metadata);
+    if (family.write_gguf) family.write_gguf(p, metadata);
   }
   if (!has_file_type) metadata.push_back({"general.file_type", GgufValue::of_uint32(file_type)});
   // The source GGUF's tensor order (llama.cpp's converter orders tensors its own way; keep it).

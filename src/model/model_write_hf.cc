@@ -238,13 +238,14 @@ Result<std::string> config_json(const LlamaParams& p, DType dtype, const HfToken
           {"num_attention_heads", p.n_head},
           {"num_key_value_heads", p.n_head_kv},
           {"head_dim", p.head_dim()},
+          {"hidden_act", family.hf_activation},
           {"max_position_embeddings", p.n_ctx_train},
           {"rms_norm_eps", shortest(p.rms_eps)},
           {"rope_theta", shortest(p.rope_base)},
           {"rope_scaling", scaling},
           {"tie_word_embeddings", p.tied_output},
           {"torch_dtype", torch_dtype(dtype)}};
-  family.write_hf(p, c);
+  if (family.write_hf) family.write_hf(p, c);
   if (tokens != nullptr) {
     if (tokens->bos >= 0) c["bos_token_id"] = tokens->bos;
     if (tokens->eos >= 0) c["eos_token_id"] = tokens->eos;

@@ -34,6 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "model_source"))
 from independent_forward import check, prune_magnitude, read_gguf, run  # noqa: E402
 from gguf_to_hf import write_safetensors  # noqa: E402
+from smollm2_hf_write import read_safetensors  # noqa: E402
 
 N_TOKENS = 64
 BASE = dict(n_vocab=320, n_embd=72, n_layer=2, n_head=4, n_head_kv=2, n_ff=100, n_ctx=256, rms_eps=1e-5,
@@ -278,22 +279,6 @@ def write_hf(folder, p, t):
     write_safetensors(os.path.join(folder, "model.safetensors"), list(t.items()))
 
 
-def read_safetensors(path):
-    import struct
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        assert info["dtype"] == "F32", info
-        a, b = info["data_offsets"]
-        out[name] = np.frombuffer(data[a:b], dtype="<f4").reshape(info["shape"])
-    return out
-
-
 def check_family(tool, name, p, rng, tmp):
     """Mistral's GGUF is a llama file, which has no window (llama.cpp's converter writes none and llama.cpp
     runs none): its GGUF runs are checked against numpy without one, and the pruned model is made from
@@ -336,7 +321,7 @@ def check_family(tool, name, p, rng, tmp):
     ok &= same
     with open(os.path.join(saved_hf, "config.json")) as f:
         config = json.load(f)
-    hf_back = read_safetensors(os.path.join(saved_hf, "model.safetensors"))
+    _, _, hf_back = read_safetensors(os.path.join(saved_hf, "model.safetensors"))
     if p.get("gemma"):  # GGUF holds float32(w + 1); the folder gets that less 1
         pruned = {k: ((v + np.float32(1)) - np.float32(1)) if k.endswith("norm.weight") else v for k, v in pruned.items()}
     same = config["model_type"] == p["model_type"] and sorted(hf_back) == sorted(pruned)
