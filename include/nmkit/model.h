@@ -52,7 +52,8 @@ struct LlamaParams {
   float query_scale = 0.0f;
   int64_t head_dim() const { return n_embd_head > 0 ? n_embd_head : n_head > 0 ? n_embd / n_head : 0; }
   bool is_local(int64_t b) const {
-    return sliding_window > 0 && b >= 0 && static_cast<size_t>(b) < local_layers.size() && local_layers[static_cast<size_t>(b)] != 0;
+    return sliding_window > 0 && b >= 0 && static_cast<size_t>(b) < local_layers.size() &&
+           local_layers[static_cast<size_t>(b)] != 0;
   }
   // An Error naming the first impossible value (an unknown family, n_embd not a multiple of n_head
   // without an explicit head size, odd head size, n_head not a multiple of n_head_kv, non-positive

@@ -22,7 +22,8 @@ namespace nmkit {
 // (F32, F16 or BF16; norms stay F32, as llama.cpp's converter keeps 1-D tensors), with the source
 // GGUF's metadata in its order and general.file_type set to the dtype's llama.cpp file type (0 F32,
 // 1 F16, 32 BF16); for a Hugging Face source, general.architecture and the family's ARCH.* keys from
-// the parameters (no tokenizer keys; Mistral is written as llama, as llama.cpp's converter does). Atomic (write_gguf); an Error names the path.
+// the parameters (no tokenizer keys; Mistral is written as llama, as llama.cpp's converter does).
+// Atomic (write_gguf); an Error names the path.
 Status write_model_gguf(const std::string& path, const LlamaModel& model, const ModelSource& source,
                         DType dtype = DType::F32);
 

@@ -105,6 +105,11 @@ Result<std::optional<uint64_t>> optional_uint(const GgufFile& file, const std::s
 // An Error when config.json's `key` is true: "'KEY' is true: WHAT is not supported".
 Status refuse_true(const HfConfig& config, const char* key, const std::string& what);
 
+// Llama 3.x's rope factor of pair i (family_llama.cc): convert_hf_to_gguf.py's formula over the
+// frequency 1 / base^(2i/d) in float32 (torch's) and its wavelength 2 pi / f in double.
+double llama3_rope_factor(const LlamaParams& p, int64_t i, double factor, double low_freq_factor,
+                          double high_freq_factor, double original_context);
+
 // llama.cpp's set_swa_pattern: every `period`-th layer global (layers period-1, 2 period-1, ...), the
 // others local; period 0: every layer local.
 std::vector<uint8_t> periodic_local_layers(int64_t n_layer, int64_t period);

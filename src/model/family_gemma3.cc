@@ -23,8 +23,8 @@ Status read_gemma3_gguf(const GgufFile& file, LlamaParams& p) {
     if (pattern != nullptr && pattern->type == GgufType::Array) {
       // One flag per layer (llama.cpp's get_arr into is_swa_impl): true = local.
       if (pattern->elements.size() != static_cast<size_t>(p.n_layer)) {
-        return Error(file.path() + ": metadata key '" + pattern_key + "' has " + std::to_string(pattern->elements.size()) +
-                     " entries for " + std::to_string(p.n_layer) + " layers");
+        return Error(file.path() + ": metadata key '" + pattern_key + "' has " +
+                     std::to_string(pattern->elements.size()) + " entries for " + std::to_string(p.n_layer) + " layers");
       }
       p.local_layers.clear();
       for (const GgufValue& e : pattern->elements) p.local_layers.push_back(e.integer != 0);

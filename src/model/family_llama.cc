@@ -3,9 +3,26 @@
 // (both read by every family's loader). Mistral is llama with its own Hugging Face model type and an
 // optional sliding window over every layer; llama.cpp's converter writes it as a llama GGUF (which
 // has no window: llama.cpp runs Mistral's files without one).
+#include <cmath>
+
 #include "model/family.h"
 
 namespace nmkit::model {
+
+// LlamaModel.generate_extra_tensors: wavelength below original_context / high -> 1, above
+// original_context / low -> factor, else 1 / ((1 - s) / factor + s) with s = (original_context /
+// wavelength - low) / (high - low).
+double llama3_rope_factor(const LlamaParams& p, int64_t i, double factor, double low, double high,
+                          double original_context) {
+  const int64_t dim = p.head_dim();
+  const float freq = 1.0f / std::pow(p.rope_base, static_cast<float>(2 * i) / static_cast<float>(dim));
+  const double wavelen = 2 * M_PI / static_cast<double>(freq);
+  if (wavelen < original_context / high) return 1;
+  if (wavelen > original_context / low) return factor;
+  const double smooth = (original_context / wavelen - low) / (high - low);
+  return 1 / ((1 - smooth) / factor + smooth);
+}
+
 namespace {
 
 const std::vector<BlockVector> kLlamaVectors = {

@@ -1,7 +1,8 @@
-// The f32 pieces of the forward pass around the linears (docs/design.md 11.2 and 11.8): RMSNorm, rope
-// NORM and NEOX, causal attention of one query over a KV cache, SwiGLU and GELU-tanh gates. Each is compiled for AVX-512, AVX2+FMA and
-// baseline x86-64 (one clone per tier, run on the linears' tier), on that tier's register width
-// without reordering any float sum it must not reorder.
+// The f32 pieces of the forward pass around the linears (docs/design.md 11.2 and 11.8): RMSNorm,
+// rope NORM and NEOX, causal attention of one query over a KV cache, SwiGLU and GELU-tanh gates.
+// Each is compiled for AVX-512, AVX2+FMA and baseline x86-64 (one clone per tier, run on the
+// linears' tier), on that tier's register width without reordering any float sum it must not
+// reorder.
 #pragma once
 
 #include <cstdint>

@@ -44,12 +44,14 @@ using model::HfConfig;
 using model::shown_json;
 
 // config.json's rope_scaling: none, "default", "linear" (rope_scale) or "llama3" (the factors
-// convert_hf_to_gguf.py writes as rope_freqs.weight: LlamaModel.generate_extra_tensors, in float32
-// where it computes in torch float32).
+// convert_hf_to_gguf.py writes as rope_freqs.weight: llama3_rope_factor).
 Status read_rope_scaling(const HfConfig& c, LlamaParams& p) {
   const auto* scaling = c.find("rope_scaling");
   if (scaling == nullptr) return ok_status();
-  const auto bad = [&] { return Error(c.path() + ": 'rope_scaling' is " + shown_json(*scaling) + ": rope scaling other than linear and llama3 is not supported"); };
+  const auto bad = [&] {
+    return Error(c.path() + ": 'rope_scaling' is " + shown_json(*scaling) +
+                 ": rope scaling other than linear and llama3 is not supported");
+  };
   if (!scaling->is_object()) return bad();
   const auto type_it = scaling->contains("rope_type") ? scaling->find("rope_type") : scaling->find("type");
   if (type_it == scaling->end() || !type_it->is_string()) return bad();
@@ -69,21 +71,9 @@ Status read_rope_scaling(const HfConfig& c, LlamaParams& p) {
   const double low = number("low_freq_factor", 1.0), high = number("high_freq_factor", 4.0);
   const double old_context = number("original_max_position_embeddings", 8192.0);
   if (!(high > low)) return bad();
-  const int64_t dim = p.head_dim();
   p.rope_factors.clear();
-  for (int64_t i = 0; i < dim / 2; ++i) {
-    const float freq = 1.0f / std::pow(static_cast<float>(p.rope_base), static_cast<float>(2 * i) / static_cast<float>(dim));
-    const double wavelen = 2 * M_PI / static_cast<double>(freq);
-    double f = 1;
-    if (wavelen < old_context / high) {
-      f = 1;
-    } else if (wavelen > old_context / low) {
-      f = factor;
-    } else {
-      const double smooth = (old_context / wavelen - low) / (high - low);
-      f = 1 / ((1 - smooth) / factor + smooth);
-    }
-    p.rope_factors.push_back(static_cast<float>(f));
+  for (int64_t i = 0; i < p.head_dim() / 2; ++i) {
+    p.rope_factors.push_back(static_cast<float>(model::llama3_rope_factor(p, i, factor, low, high, old_context)));
   }
   return ok_status();
 }

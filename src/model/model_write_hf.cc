@@ -175,17 +175,6 @@ class PendingFolder {
   int fd_ = -1;
 };
 
-// The llama3 factor of pair i (model_source_hf.cc states the converter's formula).
-double llama3_factor(const LlamaParams& p, int64_t i, double factor, double low, double high, double old_context) {
-  const int64_t dim = p.head_dim();
-  const float freq = 1.0f / std::pow(p.rope_base, static_cast<float>(2 * i) / static_cast<float>(dim));
-  const double wavelen = 2 * M_PI / static_cast<double>(freq);
-  if (wavelen < old_context / high) return 1;
-  if (wavelen > old_context / low) return factor;
-  const double smooth = (old_context / wavelen - low) / (high - low);
-  return 1 / ((1 - smooth) / factor + smooth);
-}
-
 // config.json's rope_scaling of a llama3 scaling from its factors (rope_freqs.weight), when one gives
 // them back to float precision; nullopt otherwise. factor: the largest; low_freq_factor 1 (every Llama
 // 3.x's); high_freq_factor and the original context from two factors between 1 and `factor`, whose
@@ -199,7 +188,8 @@ std::optional<ojson> llama3_scaling(const LlamaParams& p) {
   for (size_t i = 0; i < f.size(); ++i) {
     if (!(f[i] > 1.0f + 1e-6f && f[i] < factor * (1 - 1e-6))) continue;
     const float freq = 1.0f / std::pow(p.rope_base, static_cast<float>(2 * i) / static_cast<float>(p.head_dim()));
-    smooth.emplace_back(static_cast<double>(freq) / (2 * M_PI), (1 / static_cast<double>(f[i]) - 1 / factor) / (1 - 1 / factor));
+    const double s = (1 / static_cast<double>(f[i]) - 1 / factor) / (1 - 1 / factor);
+    smooth.emplace_back(static_cast<double>(freq) / (2 * M_PI), s);
   }
   if (smooth.size() >= 2) {  // s (high - 1) - context / wavelen = -1 at two points
     const auto [x1, s1] = smooth.front();
@@ -211,7 +201,7 @@ std::optional<ojson> llama3_scaling(const LlamaParams& p) {
     high = 1 + std::round(a * 1e6) / 1e6;
   }
   for (size_t i = 0; i < f.size(); ++i) {
-    const double expect = llama3_factor(p, static_cast<int64_t>(i), factor, 1, high, old_context);
+    const double expect = model::llama3_rope_factor(p, static_cast<int64_t>(i), factor, 1, high, old_context);
     if (std::fabs(expect - f[i]) > 1e-5 * expect) return std::nullopt;
   }
   return ojson{{"rope_type", "llama3"}, {"factor", factor}, {"low_freq_factor", 1.0}, {"high_freq_factor", high},
