@@ -15,6 +15,7 @@
 
 #include "nmkit/dtype.h"
 #include "nmkit/gguf.h"
+#include "nmkit/linear.h"
 #include "nmkit/pattern.h"
 #include "nmkit/prune.h"
 #include "nmkit/status.h"
@@ -102,6 +103,13 @@ std::string_view linear_format_name(LinearFormat format);
 // "f32" | "bf16" | "int8" -> F32, BF16, I8.
 Result<DType> parse_weight_dtype(std::string_view text);
 
+// One linear packed as LlamaModel packs its block linears (ModelOptions::weights and ::format): `w`
+// is a dense(-masked) [rows, K] weight (f32, f16 or bf16, read as f32); bf16 rounds it and runs bf16
+// activations, int8 quantizes it per row; sparse24, nm and slid compress it with `pattern` (slid
+// runs int8). Errors name `name`. What Python's nmkit.SparseLinear builds.
+Result<SparseLinear> pack_linear(const TensorView& w, DType weights, LinearFormat format,
+                                 const std::optional<Pattern>& pattern, std::string_view name = "");
+
 struct ModelOptions {
   // Weights of every linear, the head included: F32, BF16 (rounded to nearest even) or I8 (per output
   // channel, with activations quantized per token on every call; SparseLinear's int8 option).
@@ -119,6 +127,8 @@ struct ModelOptions {
   // Called after each block is built (b = 0 .. n_layer-1), for a progress line.
   std::function<void(int64_t b, int64_t n_layer)> on_block;
 };
+// The form's name in reports: "f32 dense", "bf16 2:4 sparse24", "int8 6:8 slid".
+std::string weight_form_name(const ModelOptions& options);
 
 class LlamaModel;
 
@@ -142,11 +152,12 @@ class LlamaSession {
   // Bytes of the KV cache of n_ctx positions for `params` (what create() allocates).
   static size_t cache_bytes(const LlamaParams& params, int64_t n_ctx);
 
+  struct Impl;  // opaque: defined in src/model
+
  private:
   friend class LlamaModel;
-  struct State;
-  explicit LlamaSession(std::unique_ptr<State> state);
-  std::unique_ptr<State> state_;
+  explicit LlamaSession(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 // The input of a block linear seen by run_block's hook: `names` are the linears that read it
@@ -203,6 +214,15 @@ class LlamaModel {
   // The dense f32 weight of block b's linear `name` [rows, K] (after any pruning on load). Needs
   // options.keep_dense_weights.
   Result<TensorView> dense_weight(int64_t b, std::string_view name) const;
+  // The dense f32 weight of block b's linear `name` as the model runs it (after any pruning on load):
+  // a copy of the kept weight, or read from the model's source again (the model holds only packed
+  // forms unless it keeps dense weights).
+  Result<Tensor> load_dense_weight(int64_t b, std::string_view name) const;
+  // Repacks all of block b's linears from `weights` (the 7 of block_linear_names(), f32 [rows, K],
+  // dense-masked) in `format` (pattern: the one they comply with), in this model's weight dtype.
+  // Needs no kept dense weights (kept ones are replaced too).
+  Status replace_block(int64_t b, const std::vector<TensorView>& weights, LinearFormat format,
+                       std::optional<Pattern> pattern = std::nullopt);
   // Replaces block b's linear `name` by `weight` (f32 [rows, K], dense-masked) stored in `format`
   // (pattern: the one the weight complies with, for sparse24/nm/slid), in this model's weight dtype.
   // Needs options.keep_dense_weights (linears sharing an input are packed together).
@@ -234,7 +254,7 @@ class LlamaModel {
   std::string linear_kernel_name(int64_t M) const;
   std::string head_kernel_name(int64_t M) const;
 
- struct Impl;  // opaque: defined in src/model
+  struct Impl;  // opaque: defined in src/model
 
  private:
   explicit LlamaModel(std::unique_ptr<Impl> impl);

@@ -16,6 +16,7 @@
 #include "nmkit/model.h"
 #include "nmkit/status.h"
 #include "nmkit/tensor.h"
+#include "nmkit/tokenizer.h"
 
 namespace nmkit {
 
@@ -79,5 +80,9 @@ class ModelSource {
   explicit ModelSource(std::shared_ptr<const Impl> impl);
   std::shared_ptr<const Impl> impl_;
 };
+
+// The source's tokenizer: a GGUF file's tokenizer.ggml.* keys (Tokenizer::from_gguf) or a Hugging Face
+// folder's tokenizer.json (Tokenizer::from_hf_json). An Error naming the path when it has none.
+Result<Tokenizer> load_tokenizer(const ModelSource& source);
 
 }  // namespace nmkit

@@ -23,16 +23,19 @@ std::string errno_text(int err) {
 
 Result<MappedFile> MappedFile::open_read(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Error(path + ": cannot open: " + errno_text(errno));
+  if (fd < 0) {
+    const int err = errno;
+    return Error(err == ENOENT ? ErrorCode::NotFound : ErrorCode::Io, "cannot open: " + errno_text(err)).with_file(path);
+  }
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
-    return Error(path + ": cannot stat: " + errno_text(err));
+    return Error(ErrorCode::Io, "cannot stat: " + errno_text(err)).with_file(path);
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return Error(path + ": not a regular file");
+    return Error(ErrorCode::Io, "not a regular file").with_file(path);
   }
   const auto size = static_cast<size_t>(st.st_size);
   if (size == 0) {
@@ -42,7 +45,9 @@ Result<MappedFile> MappedFile::open_read(const std::string& path) {
   void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   const int err = errno;
   ::close(fd);  // the mapping keeps its own reference to the file
-  if (map == MAP_FAILED) return Error(path + ": cannot map " + std::to_string(size) + " bytes: " + errno_text(err));
+  if (map == MAP_FAILED) {
+    return Error(ErrorCode::Io, "cannot map " + std::to_string(size) + " bytes: " + errno_text(err)).with_file(path);
+  }
   return MappedFile(static_cast<const std::byte*>(map), size, io::register_mapping(map, size, path.c_str()));
 }
 

@@ -39,6 +39,11 @@ class MappedFile {
 // tensor of its file and will not read those bytes again (docs/design.md 14).
 void release_pages(const void* data, size_t bytes);
 
+// Outputs up to this size are mapped populated (one pass instead of a fault per page); larger ones
+// page by page, each tensor's pages released once it is written (release_pages), so that writing a
+// model does not hold the whole output in the writer's resident set.
+inline constexpr size_t kPopulateLimit = size_t{1} << 30;
+
 // "strerror(errno)" for messages; thread-safe (strerror_r).
 std::string errno_text(int err);
 

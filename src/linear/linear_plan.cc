@@ -15,6 +15,7 @@
 #include "linear/linear_slid_forms.h"
 #include "nmkit/cpu.h"
 #include "nmkit/threads.h"
+#include "core/thread_costs.h"
 
 namespace nmkit::linear {
 namespace {

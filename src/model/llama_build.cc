@@ -73,7 +73,7 @@ Result<LinearFormat> parse_linear_format(std::string_view text) {
   if (text == "sparse24") return LinearFormat::Sparse24;
   if (text == "nm") return LinearFormat::NM;
   if (text == "slid") return LinearFormat::Slid;
-  return Error("format '" + std::string(text) + "' is not dense, sparse24, nm or slid");
+  return Error(ErrorCode::InvalidArgument, "format '" + std::string(text) + "' is not dense, sparse24, nm or slid");
 }
 
 std::string_view linear_format_name(LinearFormat format) {
@@ -90,7 +90,7 @@ Result<DType> parse_weight_dtype(std::string_view text) {
   if (text == "f32") return DType::F32;
   if (text == "bf16") return DType::BF16;
   if (text == "int8") return DType::I8;
-  return Error("weights '" + std::string(text) + "' is not f32, bf16 or int8");
+  return Error(ErrorCode::InvalidArgument, "weights '" + std::string(text) + "' is not f32, bf16 or int8");
 }
 
 const std::vector<std::string>& LlamaModel::block_linear_names() {
@@ -107,21 +107,21 @@ std::string block_tensor_name(int64_t b, std::string_view name) {
 
 Status check_format(DType weights, LinearFormat format, const std::optional<Pattern>& pattern) {
   if (weights != DType::F32 && weights != DType::BF16 && weights != DType::I8) {
-    return Error("model: weights " + std::string(dtype_name(weights)) + " is not f32, bf16 or int8");
+    return Error(ErrorCode::InvalidArgument, "model: weights " + std::string(dtype_name(weights)) + " is not f32, bf16 or int8");
   }
   if (format == LinearFormat::Dense) return ok_status();
-  if (!pattern) return Error("model: format " + std::string(linear_format_name(format)) + " needs a pattern");
+  if (!pattern) return Error(ErrorCode::InvalidArgument, "model: format " + std::string(linear_format_name(format)) + " needs a pattern");
   if (format == LinearFormat::Sparse24 && !(*pattern == Pattern{2, 4})) {
-    return Error("model: format sparse24 needs pattern 2:4, not " + pattern->str());
+    return Error(ErrorCode::InvalidArgument, "model: format sparse24 needs pattern 2:4, not " + pattern->str());
   }
   if (format == LinearFormat::NM && weights == DType::I8) {
-    return Error("model: format nm runs f32 or bf16 weights, not int8 (use slid or sparse24)");
+    return Error(ErrorCode::InvalidArgument, "model: format nm runs f32 or bf16 weights, not int8 (use slid or sparse24)");
   }
   if (format == LinearFormat::NM && pattern->group > 16) {
-    return Error("model: format nm supports groups up to 16, not " + pattern->str());
+    return Error(ErrorCode::InvalidArgument, "model: format nm supports groups up to 16, not " + pattern->str());
   }
   if (format == LinearFormat::Slid && !pattern->slidable()) {
-    return Error("model: format slid needs a pattern keep:2N with keep <= 2N-2, not " + pattern->str());
+    return Error(ErrorCode::InvalidArgument, "model: format slid needs a pattern keep:2N with keep <= 2N-2, not " + pattern->str());
   }
   return ok_status();
 }
@@ -272,6 +272,13 @@ Tensor* Block::vector(std::string_view gguf) {
   return nullptr;
 }
 
+Shape linear_shape(const LlamaParams& p, int i) {
+  const int64_t d = p.n_embd, hd = p.head_dim();
+  const Shape shapes[7] = {{p.n_head * hd, d}, {p.n_head_kv * hd, d}, {p.n_head_kv * hd, d}, {d, p.n_head * hd},
+                           {p.n_ff, d},        {p.n_ff, d},           {d, p.n_ff}};
+  return shapes[i];
+}
+
 Status Block::pack_group(int g, const ModelOptions& o, int64_t b, const std::vector<TensorView>& weights,
                          LinearFormat format, const std::optional<Pattern>& pattern) {
   std::vector<TensorView> parts;
@@ -391,17 +398,6 @@ Tensor f32_copy(Weight& w) {
 }  // namespace
 }  // namespace model
 
-namespace {
-
-// "bf16 2:4 sparse24", "int8 dense": for messages.
-std::string form_label(const ModelOptions& o) {
-  std::string s = o.weights == DType::F32 ? "f32" : o.weights == DType::BF16 ? "bf16" : "int8";
-  if (o.pattern) s += " " + o.pattern->str();
-  return s + " " + std::string(linear_format_name(o.format));
-}
-
-}  // namespace
-
 Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTensors& tensors,
                                      const ModelOptions& options) {
   NMKIT_TRY(params.validate());
@@ -418,7 +414,7 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTenso
   if (const size_t needed = estimate_bytes(params, options), available = available_memory_bytes();
       available > 0 && needed > available) {
     const auto gb = [](size_t bytes) { return std::to_string(static_cast<double>(bytes) / 1e9).substr(0, 5); };
-    return Error("model: the " + form_label(options) + " form needs " + gb(needed) + " GB, " + gb(available) +
+    return Error("model: the " + weight_form_name(options) + " form needs " + gb(needed) + " GB, " + gb(available) +
                  " GB available");
   }
   const TensorLoader& load = tensors.load_f32;
@@ -427,7 +423,7 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTenso
   impl->family = &model::family_of(params);
   impl->options = options;
   impl->source = tensors;
-  const int64_t d = params.n_embd, hd = params.head_dim();
+  const int64_t d = params.n_embd;
   auto embd = model::load_embedding(tensors, params);
   if (!embd.ok()) return embd.error();
   impl->token_embd = std::move(embd.value());
@@ -435,9 +431,6 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTenso
   if (!out_norm.ok()) return out_norm.error();
   impl->output_norm = std::move(out_norm.value());
 
-  const Shape shapes[7] = {{params.n_head * hd, d},  {params.n_head_kv * hd, d}, {params.n_head_kv * hd, d},
-                           {d, params.n_head * hd},  {params.n_ff, d},           {params.n_ff, d},
-                           {d, params.n_ff}};
   impl->blocks.resize(static_cast<size_t>(params.n_layer));
   for (int64_t b = 0; b < params.n_layer; ++b) {
     model::Block& block = impl->blocks[static_cast<size_t>(b)];
@@ -459,7 +452,7 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTenso
       for (size_t i = 0; i < 7; ++i) {
         if (model::kLinearGroup[i] != g) continue;
         const std::string name = model::block_tensor_name(b, block_linear_names()[i]);
-        auto w = model::load_weight(tensors, name, shapes[i]);
+        auto w = model::load_weight(tensors, name, model::linear_shape(params, static_cast<int>(i)));
         if (!w.ok()) return w.error();
         weights[i] = std::move(*w);
         if (options.pattern) {
@@ -478,7 +471,7 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTenso
         model::release(tensors, model::block_tensor_name(b, block_linear_names()[i]));
       }
     }
-    if (options.on_block) options.on_block(b, params.n_layer);
+    NMKIT_TRY(invoke_callback(options.on_block, "model build progress", b, params.n_layer));
   }
 
   // The head stays dense (docs/design.md 11.5), in the model's weight dtype; a tied head is packed
@@ -511,6 +504,45 @@ Result<TensorView> LlamaModel::dense_weight(int64_t b, std::string_view name) co
   const model::Block& block = impl_->blocks[static_cast<size_t>(b)];
   if (block.dense.empty()) return Error("model: dense weights were not kept (ModelOptions::keep_dense_weights)");
   return block.dense[static_cast<size_t>(model::linear_index(name))].view();
+}
+
+Result<Tensor> LlamaModel::load_dense_weight(int64_t b, std::string_view name) const {
+  NMKIT_TRY(impl_->check_linear(b, name));
+  const model::Block& block = impl_->blocks[static_cast<size_t>(b)];
+  const auto i = static_cast<size_t>(model::linear_index(name));
+  if (!block.dense.empty()) return Tensor::copy_of(block.dense[i].view());
+  const Shape shape = model::linear_shape(impl_->params, static_cast<int>(i));
+  const std::string tensor_name = model::block_tensor_name(b, name);
+  auto w = model::load_weight(impl_->source, tensor_name, shape);
+  if (!w.ok()) return w.error();
+  if (options().pattern) {  // pruned on load: the weight the model runs
+    auto pruned = prune(w->view, *options().pattern, options().method, {}, tensor_name);
+    if (!pruned.ok()) return pruned.error();
+    return pruned->pruned.dtype() == DType::F32 ? std::move(pruned->pruned)
+                                                : model::convert_rows(pruned->pruned.view(), DType::F32);
+  }
+  return model::f32_copy(*w);
+}
+
+Status LlamaModel::replace_block(int64_t b, const std::vector<TensorView>& weights, LinearFormat format,
+                                 std::optional<Pattern> pattern) {
+  if (b < 0 || b >= impl_->params.n_layer) return impl_->check_linear(b, "attn_q");
+  model::Block& block = impl_->blocks[static_cast<size_t>(b)];
+  if (weights.size() != 7) return Error("model: replace_block needs the 7 linears of a block");
+  for (int i = 0; i < 7; ++i) {
+    const Shape shape = model::linear_shape(impl_->params, i);
+    const TensorView& w = weights[static_cast<size_t>(i)];
+    if (w.dtype != DType::F32 || w.shape != shape) {
+      return Error(model::block_tensor_name(b, block_linear_names()[static_cast<size_t>(i)]) + ": replacement " +
+                   std::string(dtype_name(w.dtype)) + " " + shape_str(w.shape) + " does not match F32 " +
+                   shape_str(shape));
+    }
+  }
+  for (int g = 0; g < model::kGroupCount; ++g) NMKIT_TRY(block.pack_group(g, impl_->options, b, weights, format, pattern));
+  if (!block.dense.empty()) {
+    for (size_t i = 0; i < 7; ++i) block.dense[i] = Tensor::copy_of(weights[i]);
+  }
+  return ok_status();
 }
 
 Status LlamaModel::replace_linear(int64_t b, std::string_view name, const TensorView& weight,

@@ -47,7 +47,7 @@ void embed_rows(const LlamaModel::Impl& m, const int32_t* tokens, int64_t n, flo
 }  // namespace
 }  // namespace model
 
-struct LlamaSession::State {
+struct LlamaSession::Impl {
   const LlamaModel::Impl* model = nullptr;
   model::KvCache cache;
   int64_t pos = 0;
@@ -63,26 +63,26 @@ model::KvCache make_cache_or_throw(const LlamaParams& p, int64_t n_ctx) {
 }  // namespace
 
 LlamaSession::LlamaSession(const LlamaModel& model, int64_t n_ctx)
-    : state_(new State{model.impl_.get(), make_cache_or_throw(model.params(), n_ctx), 0, {}}) {}
-LlamaSession::LlamaSession(std::unique_ptr<State> state) : state_(std::move(state)) {}
+    : impl_(new Impl{model.impl_.get(), make_cache_or_throw(model.params(), n_ctx), 0, {}}) {}
+LlamaSession::LlamaSession(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Result<LlamaSession> LlamaSession::create(const LlamaModel& model, int64_t n_ctx) {
   auto cache = model::KvCache::make(model.params(), n_ctx);
   if (!cache.ok()) return cache.error();
-  return LlamaSession(std::unique_ptr<State>(new State{model.impl_.get(), std::move(*cache), 0, {}}));
+  return LlamaSession(std::unique_ptr<Impl>(new Impl{model.impl_.get(), std::move(*cache), 0, {}}));
 }
 LlamaSession::LlamaSession(LlamaSession&&) noexcept = default;
 LlamaSession& LlamaSession::operator=(LlamaSession&&) noexcept = default;
 LlamaSession::~LlamaSession() = default;
-int64_t LlamaSession::n_ctx() const { return state_->cache.n_ctx(); }
-int64_t LlamaSession::position() const { return state_->pos; }
-void LlamaSession::reset() { state_->pos = 0; }
+int64_t LlamaSession::n_ctx() const { return impl_->cache.n_ctx(); }
+int64_t LlamaSession::position() const { return impl_->pos; }
+void LlamaSession::reset() { impl_->pos = 0; }
 size_t LlamaSession::cache_bytes(const LlamaParams& params, int64_t n_ctx) {
   return model::KvCache::bytes(params, n_ctx);
 }
 
 Status LlamaModel::forward(LlamaSession& session, const int32_t* tokens, int64_t n, float* logits,
                            int64_t logits_from) const {
-  LlamaSession::State& st = *session.state_;
+  LlamaSession::Impl& st = *session.impl_;
   const LlamaParams& p = impl_->params;
   if (st.model != impl_.get()) return Error("model: the session was made for another model");
   if (n < 1) return Error("model: forward of " + std::to_string(n) + " tokens");

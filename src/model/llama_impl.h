@@ -47,6 +47,8 @@ Status check_format(DType weights, LinearFormat format, const std::optional<Patt
 // w (F32, F16 or BF16) as `format` in the `weights` dtype.
 Result<SparseLinear> pack_linear(const TensorView& w, DType weights, LinearFormat format,
                                  const std::optional<Pattern>& pattern, const std::string& name);
+// The shape [rows, K] of block linear i (LlamaModel::block_linear_names order).
+Shape linear_shape(const LlamaParams& p, int i);
 // w's values in `dtype` (F32, F16 or BF16; rounded to nearest even where narrower), on the pool.
 Tensor convert_rows(const TensorView& w, DType dtype);
 // An Error naming the first element of w (F32, F16 or BF16) that is not finite.

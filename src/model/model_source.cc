@@ -42,21 +42,26 @@ const std::vector<std::string>& ModelSource::supported_architectures() {
 
 Result<ModelSource> ModelSource::open(const std::string& path) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return Error(path + ": cannot open: " + std::strerror(errno));
+  if (::stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    return Error(err == ENOENT ? ErrorCode::NotFound : ErrorCode::Io, std::string("cannot open: ") + std::strerror(err))
+        .with_file(path);
+  }
   auto impl = std::make_unique<Impl>();
   impl->path = path;
   if (S_ISDIR(st.st_mode)) {
     impl->kind = Kind::HuggingFace;
-    NMKIT_TRY(model_source::open_hf(*impl));
+    if (Status opened = model_source::open_hf(*impl); !opened.ok()) return opened.error().classified(ErrorCode::InvalidFile);
   } else {
     char magic[4] = {};
     std::ifstream in(path, std::ios::binary);
     in.read(magic, 4);
     if (in.gcount() != 4 || std::memcmp(magic, "GGUF", 4) != 0) {
-      return Error(path + ": not a GGUF file or a Hugging Face model folder (config.json + *.safetensors)");
+      return Error(path + ": not a GGUF file or a Hugging Face model folder (config.json + *.safetensors)")
+          .classified(ErrorCode::InvalidFile);
     }
     impl->kind = Kind::Gguf;
-    NMKIT_TRY(model_source::open_gguf(*impl));
+    if (Status opened = model_source::open_gguf(*impl); !opened.ok()) return opened.error().classified(ErrorCode::InvalidFile);
   }
   return ModelSource(std::shared_ptr<const Impl>(std::move(impl)));
 }

@@ -142,7 +142,7 @@ int run(const AccuracyArgs& args) {
   }
   auto source = ModelSource::open(args.model);
   if (!source.ok()) return report_error(source.error());
-  auto tokenizer = source_tokenizer(*source);
+  auto tokenizer = load_tokenizer(*source);
   if (!tokenizer.ok()) return report_error(tokenizer.error());
   auto text_path = eval_text_path(args.text);
   if (!text_path.ok()) return report_error(text_path.error());

@@ -16,12 +16,7 @@ Result<OpenedModel> open_model(const std::string& path) {
   m.path = path;
   m.params = shared->params();
   m.tensors = shared->tensors();
-  Result<Tokenizer> tokenizer = Error(path + ": the model has no tokenizer");
-  if (shared->gguf() != nullptr) {
-    if (shared->gguf()->find_key("tokenizer.ggml.model") != nullptr) tokenizer = Tokenizer::from_gguf(*shared->gguf());
-  } else if (!shared->tokenizer_json().empty()) {
-    tokenizer = Tokenizer::from_hf_json(shared->tokenizer_json());
-  }
+  auto tokenizer = load_tokenizer(*shared);
   if (tokenizer.ok()) m.tokenizer = std::make_shared<const Tokenizer>(std::move(tokenizer.value()));
   else m.tokenizer_error = tokenizer.error().message();
   m.keep_alive = shared;
@@ -59,12 +54,7 @@ Result<ModelOptions> model_options(const WeightFlags& flags) {
   return o;
 }
 
-std::string describe(const ModelOptions& o) {
-  std::string s = o.weights == DType::F32 ? "f32" : o.weights == DType::BF16 ? "bf16" : "int8";
-  if (o.pattern) s += " " + o.pattern->str();
-  s += " " + std::string(linear_format_name(o.format));
-  return s;
-}
+std::string describe(const ModelOptions& o) { return weight_form_name(o); }
 
 Result<LlamaModel> build_model(const OpenedModel& source, ModelOptions options) {
   Progress progress("building " + describe(options));
