@@ -166,11 +166,12 @@ Status write_pruned_model(const PrunedModel& pruned, const std::string& output, 
   for (const std::string& name : order) {
     if (source == nullptr) {
       // A file that drops into the source folder: its own names and q/k row order (docs/design.md 11.1).
-      const auto hf = hf_tensor_name(name, model.params());
-      if (!hf) return Error(output + ": tensor '" + name + "' has no Hugging Face llama name");
-      auto rows = hf->second > 0 ? std::make_shared<Tensor>(hf_rows_from_gguf(*by_name.at(name), hf->second))
-                                 : by_name.at(name);
-      tensors.push_back(converted(hf->first, rows, dtype));
+      if (name == "rope_freqs.weight") continue;  // config.json's rope_scaling holds it
+      auto hf = hf_tensor_from_gguf(NamedTensor{name, Tensor::copy_of(by_name.at(name)->view())}, model.params());
+      if (!hf) {
+        return Error(output + ": tensor '" + name + "' has no Hugging Face " + model.params().arch + " name");
+      }
+      tensors.push_back(converted(hf->name, std::make_shared<Tensor>(std::move(hf->tensor)), dtype));
     } else {
       tensors.push_back(converted(name, by_name.at(name), dtype));
     }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/system_memory.h"
+#include "model/family.h"
 #include "model/llama_impl.h"
 #include "nmkit/format.h"
 #include "nmkit/slide.h"
@@ -24,16 +25,46 @@ Status LlamaParams::validate() const {
   auto bad = [](const char* what, int64_t v) {
     return Error("llama: " + std::string(what) + " = " + std::to_string(v) + " is not supported");
   };
+  if (model::find_family(arch) == nullptr) {
+    return Error("model: architecture '" + arch + "' is not supported (supported: " + model::family_list() + ")");
+  }
   if (n_vocab < 1) return bad("n_vocab", n_vocab);
   if (n_embd < 1) return bad("n_embd", n_embd);
   if (n_layer < 1) return bad("n_layer", n_layer);
-  if (n_head < 1 || n_embd % n_head != 0) return bad("n_head (must divide n_embd)", n_head);
-  if (head_dim() % 2 != 0) return bad("head size (must be even for rope)", head_dim());
+  if (n_head < 1 || (n_embd_head == 0 && n_embd % n_head != 0)) return bad("n_head (must divide n_embd)", n_head);
+  if (n_embd_head < 0) return bad("head size", n_embd_head);
+  if (head_dim() < 2 || head_dim() % 2 != 0) return bad("head size (must be even for rope)", head_dim());
   if (n_head_kv < 1 || n_head % n_head_kv != 0) return bad("n_head_kv (must divide n_head)", n_head_kv);
   if (n_ff < 1) return bad("n_ff", n_ff);
   if (n_ctx_train < 1) return bad("n_ctx_train", n_ctx_train);
   if (!(rms_eps > 0.0f)) return Error("llama: rms_eps = " + std::to_string(rms_eps) + " is not positive");
   if (!(rope_base > 0.0f)) return Error("llama: rope_base = " + std::to_string(rope_base) + " is not positive");
+  if (!(rope_scale > 0.0f)) return Error("llama: rope_scale = " + std::to_string(rope_scale) + " is not positive");
+  if (!(query_scale >= 0.0f)) return Error("llama: query_scale = " + std::to_string(query_scale) + " is negative");
+  if (!rope_factors.empty() && rope_factors.size() != static_cast<size_t>(head_dim() / 2)) {
+    return Error("llama: rope_freqs.weight has " + std::to_string(rope_factors.size()) + " factors, head size " +
+                 std::to_string(head_dim()) + " needs " + std::to_string(head_dim() / 2));
+  }
+  for (size_t i = 0; i < rope_factors.size(); ++i) {
+    if (!(rope_factors[i] > 0.0f) || !std::isfinite(rope_factors[i])) {
+      return Error("llama: rope_freqs.weight[" + std::to_string(i) + "] = " + std::to_string(rope_factors[i]) +
+                   " is not a positive factor");
+    }
+  }
+  if (sliding_window < 0) return bad("sliding_window", sliding_window);
+  if (sliding_window > 0) {
+    if (sliding_window > n_ctx_train) {
+      return Error("llama: sliding_window = " + std::to_string(sliding_window) + " is larger than the context of " +
+                   std::to_string(n_ctx_train));
+    }
+    if (local_layers.size() != static_cast<size_t>(n_layer)) {
+      return Error("llama: " + std::to_string(local_layers.size()) + " local-layer flags for " + std::to_string(n_layer) +
+                   " layers");
+    }
+    if (!(rope_base_local > 0.0f)) {
+      return Error("llama: rope_base_local = " + std::to_string(rope_base_local) + " is not positive");
+    }
+  }
   return ok_status();
 }
 
@@ -224,6 +255,23 @@ Result<Tensor> load_checked(const TensorLoader& load, const std::string& name, c
 
 }  // namespace
 
+Tensor* Block::vector(std::string_view gguf) {
+  static constexpr std::pair<const char*, Tensor Block::*> kMembers[] = {
+      {"attn_norm.weight", &Block::attn_norm},
+      {"ffn_norm.weight", &Block::ffn_norm},
+      {"attn_q_norm.weight", &Block::attn_q_norm},
+      {"attn_k_norm.weight", &Block::attn_k_norm},
+      {"post_attention_norm.weight", &Block::attn_post_norm},
+      {"post_ffw_norm.weight", &Block::ffn_post_norm},
+      {"attn_q.bias", &Block::q_bias},
+      {"attn_k.bias", &Block::k_bias},
+      {"attn_v.bias", &Block::v_bias}};
+  for (const auto& [name, member] : kMembers) {
+    if (gguf == name) return &(this->*member);
+  }
+  return nullptr;
+}
+
 Shape linear_shape(const LlamaParams& p, int i) {
   const int64_t d = p.n_embd, hd = p.head_dim();
   const Shape shapes[7] = {{p.n_head * hd, d}, {p.n_head_kv * hd, d}, {p.n_head_kv * hd, d}, {d, p.n_head * hd},
@@ -372,6 +420,7 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTenso
   const TensorLoader& load = tensors.load_f32;
   auto impl = std::make_unique<Impl>();
   impl->params = params;
+  impl->family = &model::family_of(params);
   impl->options = options;
   impl->source = tensors;
   const int64_t d = params.n_embd;
@@ -385,12 +434,14 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTenso
   impl->blocks.resize(static_cast<size_t>(params.n_layer));
   for (int64_t b = 0; b < params.n_layer; ++b) {
     model::Block& block = impl->blocks[static_cast<size_t>(b)];
-    auto an = model::load_checked(load, model::block_tensor_name(b, "attn_norm"), {d});
-    if (!an.ok()) return an.error();
-    block.attn_norm = std::move(an.value());
-    auto fn = model::load_checked(load, model::block_tensor_name(b, "ffn_norm"), {d});
-    if (!fn.ok()) return fn.error();
-    block.ffn_norm = std::move(fn.value());
+    for (const model::BlockVector& v : impl->family->vectors) {
+      const std::string name = "blk." + std::to_string(b) + "." + v.gguf;
+      auto t = model::load_checked(load, name, {model::vector_size(v.size, params)});
+      if (!t.ok()) return t.error();
+      Tensor* member = block.vector(v.gguf);
+      NMKIT_ASSERT(member != nullptr);
+      *member = std::move(t.value());
+    }
     // Group by group (q/k/v, o, gate/up, down), each weight read (in place where the file stores it as
     // F32/F16/BF16), pruned and packed, then freed and its file pages released before the next: the
     // transient memory is one group's weights in the file's dtype (f32 where it is quantized).
@@ -521,16 +572,34 @@ Result<std::vector<NamedTensor>> LlamaModel::tensors() const {
   const Impl& m = *impl_;
   if (!m.options.keep_dense_weights) return Error("model: tensors() needs ModelOptions::keep_dense_weights");
   std::vector<NamedTensor> out;
-  out.push_back({"token_embd.weight", m.token_embd.to_f32()});
-  out.push_back({"output_norm.weight", Tensor::copy_of(m.output_norm.view())});
-  if (!m.params.tied_output) out.push_back({"output.weight", Tensor::copy_of(m.output.view())});
-  for (int64_t b = 0; b < m.params.n_layer; ++b) {
+  for (const model::ModelTensorName& t : model::model_tensor_names(m.params)) {
+    if (t.gguf == "token_embd.weight") {
+      out.push_back({t.gguf, m.token_embd.to_f32()});
+      if (!m.params.rope_factors.empty()) {  // llama3 rope scaling, where convert_hf_to_gguf.py puts it
+        Tensor factors = Tensor::empty(DType::F32, {m.params.head_dim() / 2});
+        std::copy(m.params.rope_factors.begin(), m.params.rope_factors.end(), factors.as<float>());
+        out.push_back({"rope_freqs.weight", std::move(factors)});
+      }
+      continue;
+    }
+    if (t.gguf == "output_norm.weight") {
+      out.push_back({t.gguf, Tensor::copy_of(m.output_norm.view())});
+      continue;
+    }
+    if (t.gguf == "output.weight") {
+      out.push_back({t.gguf, Tensor::copy_of(m.output.view())});
+      continue;
+    }
+    // blk.B.<name>: a block linear or one of the family's vectors.
+    const size_t dot = t.gguf.find('.', 4);
+    const int64_t b = std::stoll(t.gguf.substr(4, dot - 4));
+    const std::string local = t.gguf.substr(dot + 1);
     const model::Block& block = m.blocks[static_cast<size_t>(b)];
-    const auto& names = block_linear_names();
-    out.push_back({model::block_tensor_name(b, "attn_norm"), Tensor::copy_of(block.attn_norm.view())});
-    for (size_t i = 0; i < 4; ++i) out.push_back({model::block_tensor_name(b, names[i]), Tensor::copy_of(block.dense[i].view())});
-    out.push_back({model::block_tensor_name(b, "ffn_norm"), Tensor::copy_of(block.ffn_norm.view())});
-    for (size_t i = 4; i < 7; ++i) out.push_back({model::block_tensor_name(b, names[i]), Tensor::copy_of(block.dense[i].view())});
+    const std::string_view linear = std::string_view(local).substr(0, local.size() - 7);  // less ".weight"
+    const int i = local.size() > 7 && local.ends_with(".weight") ? model::linear_index(linear) : -1;
+    const Tensor* value = i >= 0 ? &block.dense[static_cast<size_t>(i)] : block.vector(local);
+    NMKIT_ASSERT(value != nullptr);
+    out.push_back({t.gguf, Tensor::copy_of(value->view())});
   }
   return out;
 }
@@ -550,7 +619,7 @@ size_t LlamaModel::resident_bytes() const {
   size_t bytes = held(*m.head) + m.token_embd.resident_bytes() + m.output_norm.nbytes() + m.output.nbytes();
   for (const auto& block : m.blocks) {
     for (const auto& l : block.linears) bytes += held(*l);
-    bytes += block.attn_norm.nbytes() + block.ffn_norm.nbytes();
+    for (const model::BlockVector& v : m.family->vectors) bytes += block.vector(v.gguf)->nbytes();
     for (const Tensor& t : block.dense) bytes += t.nbytes();
   }
   return bytes;
@@ -602,7 +671,9 @@ size_t model_storage_bytes(const LlamaParams& p, DType w, const Form& form) {
   const int64_t d = p.n_embd, hd = p.head_dim();
   size_t bytes = linear_storage_bytes(p.n_vocab, d, w, LinearFormat::Dense, std::nullopt);
   if (!p.tied_output) bytes *= 2;
-  bytes += static_cast<size_t>(d) * 4 * static_cast<size_t>(1 + 2 * p.n_layer);  // norms
+  size_t vectors = static_cast<size_t>(d);  // output_norm, then each block's norms and biases
+  for (const BlockVector& v : family_of(p).vectors) vectors += static_cast<size_t>(p.n_layer * vector_size(v.size, p));
+  bytes += 4 * vectors;
   const int64_t shapes[7][2] = {{p.n_head * hd, d}, {p.n_head_kv * hd, d}, {p.n_head_kv * hd, d}, {d, p.n_head * hd},
                                 {p.n_ff, d},        {p.n_ff, d},           {d, p.n_ff}};
   for (int64_t b = 0; b < p.n_layer; ++b) {

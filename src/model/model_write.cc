@@ -7,6 +7,8 @@
 
 #include "nmkit/gguf.h"
 
+#include "model/family.h"
+
 namespace nmkit {
 
 Status write_model_gguf(const std::string& path, const LlamaModel& model, const ModelSource& source, DType dtype) {
@@ -32,19 +34,30 @@ Status write_model_gguf(const std::string& path, const LlamaModel& model, const 
       }
     }
   } else {
+    // The keys llama.cpp reads for the family (llama.cpp's converter writes them so), under its GGUF
+    // architecture's prefix.
     const LlamaParams& p = model.params();
+    const model::Family& family = model::family_of(p);
+    const std::string k = std::string(family.gguf_arch) + ".";
     auto u32 = [](int64_t v) { return GgufValue::of_uint32(static_cast<uint32_t>(v)); };
-    metadata = {{"general.architecture", GgufValue::of_string("llama")},
-                {"llama.vocab_size", u32(p.n_vocab)},
-                {"llama.context_length", u32(p.n_ctx_train)},
-                {"llama.embedding_length", u32(p.n_embd)},
-                {"llama.block_count", u32(p.n_layer)},
-                {"llama.feed_forward_length", u32(p.n_ff)},
-                {"llama.rope.dimension_count", u32(p.head_dim())},
-                {"llama.attention.head_count", u32(p.n_head)},
-                {"llama.attention.head_count_kv", u32(p.n_head_kv)},
-                {"llama.attention.layer_norm_rms_epsilon", GgufValue::of_float32(p.rms_eps)},
-                {"llama.rope.freq_base", GgufValue::of_float32(p.rope_base)}};
+    metadata = {{"general.architecture", GgufValue::of_string(family.gguf_arch)},
+                {k + "vocab_size", u32(p.n_vocab)},
+                {k + "context_length", u32(p.n_ctx_train)},
+                {k + "embedding_length", u32(p.n_embd)},
+                {k + "block_count", u32(p.n_layer)},
+                {k + "feed_forward_length", u32(p.n_ff)},
+                {k + "rope.dimension_count", u32(p.head_dim())},
+                {k + "attention.head_count", u32(p.n_head)},
+                {k + "attention.head_count_kv", u32(p.n_head_kv)},
+                {k + "attention.key_length", u32(p.head_dim())},
+                {k + "attention.value_length", u32(p.head_dim())},
+                {k + "attention.layer_norm_rms_epsilon", GgufValue::of_float32(p.rms_eps)},
+                {k + "rope.freq_base", GgufValue::of_float32(p.rope_base)}};
+    if (p.rope_scale != 1.0f) {
+      metadata.push_back({k + "rope.scaling.type", GgufValue::of_string("linear")});
+      metadata.push_back({k + "rope.scaling.factor", GgufValue::of_float32(1.0f / p.rope_scale)});
+    }
+    if (family.write_gguf) family.write_gguf(p, metadata);
   }
   if (!has_file_type) metadata.push_back({"general.file_type", GgufValue::of_uint32(file_type)});
   // The source GGUF's tensor order (llama.cpp's converter orders tensors its own way; keep it).
