@@ -14,7 +14,6 @@ void fill_linear_kernels(IsaTier tier, LinearKernels& slots) {
     avx512::fill_linear(slots);
     avx512::fill_linear_nm(slots);
     avx512::fill_linear_int8(slots);
-    avx512::fill_linear_row_lanes(slots);
     avx512::fill_linear_token_lanes(slots);
   }
 }

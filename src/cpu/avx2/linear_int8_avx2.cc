@@ -1,4 +1,4 @@
-// AVX2 INT8 kernels, dense and sparse24. Without VNNI, products go through vpmaddubsw, which
+// AVX2 INT8 kernels, dense, sparse24 and nm. Without VNNI, products go through vpmaddubsw, which
 // multiplies unsigned by signed bytes into saturating 16-bit pairs: |w| times x carrying w's sign
 // keeps every pair within 2 * 127 * 127 < 32767 (codes are in [-127, 127]), so nothing saturates,
 // then vpmaddwd widens to int32. sparse24 decodes 32 byte indices per step with four pdep (BMI2;
@@ -34,30 +34,23 @@ inline void store_block(const LinearCall& call, int64_t m0, int64_t b, __m256i (
   }
 }
 
-// Dense rows (or an INT8 tile) in chunks of 128 K, the last one 64 wide when K_x is an odd multiple
-// of 64 (cpu/linear_common.h int8_chunk_offset).
+// Dense rows or an INT8 tile (cpu/linear_common.h block_rows, zero-padded to a multiple of 64),
+// 32 K per step.
 template <int Mc>
 void dense_block(const LinearCall& call, int64_t b, int64_t m0) {
-  const PackedLinear& w = *call.w;
-  const int64_t chunks = int8_chunks(w.K_x);
-  const int8_t* block = call.tile ? static_cast<const int8_t*>(call.tile)
-                                  : w.values.as<int8_t>() + b * kLinearRowBlock * w.K_x;
-  const int8_t* x = static_cast<const int8_t*>(call.x) + m0 * w.K_x;
+  const int8_t* rows[kLinearRowBlock];
+  block_rows(call, b, rows);
+  const int64_t width = dense_width(call), ldx = call.w->K_x;
+  const int8_t* x = static_cast<const int8_t*>(call.x) + m0 * ldx;
   __m256i acc[Mc][kLinearRowBlock];
   for (auto& row : acc) for (auto& a : row) a = _mm256_setzero_si256();
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t width = int8_chunk_width(w.K_x, c);
-    for (int q = 0; q < width; q += 32) {
-      __m256i xs[Mc];
-      for (int m = 0; m < Mc; ++m) {
-        xs[m] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + m * w.K_x + c * kLinearChunkInt8 + q));
-      }
-      for (int r = 0; r < kLinearRowBlock; ++r) {
-        const __m256i wv =
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + int8_chunk_offset(w.K_x, c, r) + q));
-        const __m256i wa = _mm256_abs_epi8(wv);
-        for (int m = 0; m < Mc; ++m) acc[m][r] = _mm256_add_epi32(acc[m][r], dot32(wa, wv, xs[m]));
-      }
+  for (int64_t k = 0; k < width; k += 32) {
+    __m256i xs[Mc];
+    for (int m = 0; m < Mc; ++m) xs[m] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + m * ldx + k));
+    for (int r = 0; r < kLinearRowBlock; ++r) {
+      const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + k));
+      const __m256i wa = _mm256_abs_epi8(wv);
+      for (int m = 0; m < Mc; ++m) acc[m][r] = _mm256_add_epi32(acc[m][r], dot32(wa, wv, xs[m]));
     }
   }
   store_block<Mc>(call, m0, b, acc);

@@ -97,7 +97,7 @@ void nm(const LinearCall& call) {
 }
 
 template <class T>
-void nm_tile(const PackedLinear& w, int64_t b, float* tile) {
+void nm_tile(const PackedLinear& w, int64_t b, float* dst, int64_t ld) {
   const int64_t superchunks = w.K_x / w.superchunk;
   for (int64_t c = 0; c < superchunks; ++c) {
     for (int r = 0; r < kLinearRowBlock; ++r) {
@@ -108,7 +108,7 @@ void nm_tile(const PackedLinear& w, int64_t b, float* tile) {
         const __m256 wv = expand8(bits[s], v);
         v += __builtin_popcount(bits[s]);
         const int64_t k = c * w.superchunk + 8 * s;
-        _mm256_storeu_ps(tile + (k / kLinearChunk * kLinearRowBlock + r) * kLinearChunk + k % kLinearChunk, wv);
+        _mm256_storeu_ps(dst + r * ld + k, wv);
       }
     }
   }

@@ -50,42 +50,38 @@ inline void store_block(const LinearCall& call, int64_t m0, int64_t b, __m512i (
   }
 }
 
-// Dense rows (or an INT8 tile) in chunks of 128 K, the last one 64 wide when K_x is an odd multiple
-// of 64 (cpu/linear_common.h int8_chunk_offset).
+// Dense rows or an INT8 tile (cpu/linear_common.h block_rows, zero-padded to a multiple of 64): 128 K
+// per step, then a last step of 64 where the width is an odd multiple of 64.
 template <int Mc>
 void dense_block(const LinearCall& call, int64_t b, int64_t m0) {
-  const PackedLinear& w = *call.w;
-  const int64_t chunks = w.K_x / kLinearChunkInt8;
-  const int8_t* block = call.tile ? static_cast<const int8_t*>(call.tile)
-                                  : w.values.as<int8_t>() + b * kLinearRowBlock * w.K_x;
-  const int8_t* x = static_cast<const int8_t*>(call.x) + m0 * w.K_x;
+  const int8_t* rows[kLinearRowBlock];
+  block_rows(call, b, rows);
+  const int64_t width = dense_width(call), ldx = call.w->K_x;
+  const int8_t* x = static_cast<const int8_t*>(call.x) + m0 * ldx;
   const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
   __m512i acc[Mc][kLinearRowBlock];
   for (auto& row : acc) for (auto& a : row) a = _mm512_setzero_si512();
-  for (int64_t c = 0; c < chunks; ++c) {
+  int64_t k = 0;
+  for (; k + kLinearChunkInt8 <= width; k += kLinearChunkInt8) {
     __m512i xa[Mc], xb[Mc];
     for (int m = 0; m < Mc; ++m) {
-      xa[m] = _mm512_xor_si512(_mm512_loadu_si512(x + m * w.K_x + c * kLinearChunkInt8), sign);
-      xb[m] = _mm512_xor_si512(_mm512_loadu_si512(x + m * w.K_x + c * kLinearChunkInt8 + 64), sign);
+      xa[m] = _mm512_xor_si512(_mm512_loadu_si512(x + m * ldx + k), sign);
+      xb[m] = _mm512_xor_si512(_mm512_loadu_si512(x + m * ldx + k + 64), sign);
     }
-    const int8_t* rec = block + c * kLinearRowBlock * kLinearChunkInt8;
     for (int r = 0; r < kLinearRowBlock; ++r) {
-      const __m512i wa = _mm512_loadu_si512(rec + r * kLinearChunkInt8);
-      const __m512i wb = _mm512_loadu_si512(rec + r * kLinearChunkInt8 + 64);
+      const __m512i wa = _mm512_loadu_si512(rows[r] + k);
+      const __m512i wb = _mm512_loadu_si512(rows[r] + k + 64);
       for (int m = 0; m < Mc; ++m) {
         acc[m][r] = _mm512_dpbusd_epi32(acc[m][r], xa[m], wa);
         acc[m][r] = _mm512_dpbusd_epi32(acc[m][r], xb[m], wb);
       }
     }
   }
-  if (w.K_x % kLinearChunkInt8 != 0) {  // the 64-wide last chunk
-    const int64_t c = chunks;
+  if (k < width) {  // the last 64
     __m512i xa[Mc];
-    for (int m = 0; m < Mc; ++m) {
-      xa[m] = _mm512_xor_si512(_mm512_loadu_si512(x + m * w.K_x + c * kLinearChunkInt8), sign);
-    }
+    for (int m = 0; m < Mc; ++m) xa[m] = _mm512_xor_si512(_mm512_loadu_si512(x + m * ldx + k), sign);
     for (int r = 0; r < kLinearRowBlock; ++r) {
-      const __m512i wa = _mm512_loadu_si512(block + int8_chunk_offset(w.K_x, c, r));
+      const __m512i wa = _mm512_loadu_si512(rows[r] + k);
       for (int m = 0; m < Mc; ++m) acc[m][r] = _mm512_dpbusd_epi32(acc[m][r], xa[m], wa);
     }
   }
@@ -163,11 +159,11 @@ void run(const LinearCall& call) {
   }
 }
 
-// Row block b expanded into the dense int8 tile, 64 dense bytes (16 groups) per step: each lane
+// Row block b expanded into dense int8 rows (dst + r * ld), 64 dense bytes (16 groups) per step: each lane
 // takes its group's two 2-bit positions with vpmultishiftqb, compares them with its own position,
 // and one vpermb places value 2 * group (+1 for the second position) where either matches.
 // The 64-K record of an odd multiple of 64 (cpu/linear_common.h) is its first half alone.
-void sparse24_tile(const PackedLinear& w, int64_t b, int8_t* tile) {
+void sparse24_tile(const PackedLinear& w, int64_t b, int8_t* dst, int64_t ld) {
   const int64_t chunks = int8_chunks(w.K_x);
   alignas(64) uint8_t lane_pos[64], first[64], second[64], base[64];
   for (int k = 0; k < 64; ++k) {
@@ -193,7 +189,7 @@ void sparse24_tile(const PackedLinear& w, int64_t b, int8_t* tile) {
         const __mmask64 k1 = _mm512_cmpeq_epi8_mask(_mm512_and_si512(_mm512_multishift_epi64_epi8(ctrl1, src), three), pos);
         const __m512i idx0 = _mm512_add_epi8(_mm512_load_si512(base), _mm512_set1_epi8(static_cast<char>(32 * h)));
         const __m512i idx = _mm512_mask_add_epi8(idx0, k1, idx0, one);
-        _mm512_storeu_si512(tile + int8_chunk_offset(w.K_x, c, r) + 64 * h,
+        _mm512_storeu_si512(dst + r * ld + c * kLinearChunkInt8 + 64 * h,
                             _mm512_maskz_permutexvar_epi8(k0 | k1, idx, values));
       }
     }
