@@ -46,6 +46,8 @@
 //     64 and, when that is an odd multiple of 64, a row block ends with a chunk of 64 K ((4, 32)
 //     values and (4, 2) meta words), so a row of 576 streams 360 bytes, not 400. A slid weight is
 //     this layout over K_prime; X is lifted to K_prime while quantized.
+//   nm int8: as nm f32 with int8 codes and superchunks of S = lcm(group, 64): 64 K are one mask word
+//     and the codes one vpexpandb places (6:8 streams 56 bytes per row and 64 K, dense 64).
 //   int8 (every form): plus per-row scales and per-row sums of the int8 values (for the
 //     unsigned-activation form of VNNI).
 #pragma once
@@ -101,7 +103,9 @@ class SparseLinear {
                                     const LinearOptions& options = {});
   // A 2:4 weight in f32 or bf16 (int8 with options.int8).
   static Result<SparseLinear> sparse24(const Sparse24& weight, const LinearOptions& options = {});
-  // Any keep:group with group <= 16, f32 or bf16 (int8 is not offered: its byte ratio is below 2:4's).
+  // Any keep:group with group <= 16, f32 or bf16, or INT8 with options.int8 (codes and bitmask: 6:8
+  // streams 0.875 bytes a weight against dense INT8's 1, the decode form of 6:8; the slid INT8 form
+  // saves 3% at best).
   // On AVX-512 an f32/bf16 keep:2N weight with keep = 2N-2 (4:6, 6:8, 8:10, ..., 14:16) is packed
   // slid, as 2:4 windows over K_prime (docs/design.md 5) with X lifted on each call, which runs the
   // 2:4 kernels: faster than the bitmask kernels for few tokens. Larger calls decompress its rows

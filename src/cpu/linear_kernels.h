@@ -146,8 +146,12 @@ struct LinearKernels {
   // nm rows expanded into a dense tile with the tier's expansion (null: the portable decompress_block).
   TileFn nm_tile_f32 = nullptr;
   TileFn nm_tile_bf16 = nullptr;
-  // INT8 sparse24 rows expanded into dense int8 rows (null: the portable decompression).
+  // INT8 nm weights (any keep:group up to 16; 64 K per mask word, codes placed by vpexpandb on
+  // AVX-512 and by a shuffle table on AVX2).
+  LinearFn nm_i8 = nullptr;
+  // INT8 sparse24 and nm rows expanded into dense int8 rows (null: the portable decompression).
   TileI8Fn sparse24_i8_tile = nullptr;
+  TileI8Fn nm_i8_tile = nullptr;
 };
 
 // Per tier: declared here, defined in src/cpu/<tier>/linear_*.cc (one file per weight family).
@@ -155,7 +159,7 @@ namespace scalar { void fill_linear(LinearKernels& slots); }
 namespace avx2 {
 void fill_linear(LinearKernels& slots);     // dense and sparse24, f32 and bf16
 void fill_linear_nm(LinearKernels& slots);  // nm, f32 and bf16
-void fill_linear_int8(LinearKernels& slots);  // dense and sparse24, int8
+void fill_linear_int8(LinearKernels& slots);  // dense, sparse24 and nm, int8
 }  // namespace avx2
 namespace avx512 {
 void fill_linear(LinearKernels& slots);

@@ -28,6 +28,10 @@ void copy_element(DType src_dtype, const std::byte* src, int64_t i, DType dst_dt
     std::memcpy(dst + j * 2, src + i * 2, 2);
     return;
   }
+  if (dst_dtype == DType::I8) {  // INT8 codes
+    dst[j] = src[i];
+    return;
+  }
   float value = 0;
   if (src_dtype == DType::F32) std::memcpy(&value, src + i * 4, 4);
   else {
@@ -321,6 +325,25 @@ Result<std::unique_ptr<PackedLinear>> pack_sparse24_int8(const QuantizedSparse24
     }
   }
   int8_rows(*packed, weight.scales, sums);
+  count_streamed_bytes(*packed);
+  return packed;
+}
+
+Result<std::unique_ptr<PackedLinear>> pack_nm_int8(const NMPacked& weight, const Quantized& values) {
+  NMKIT_TRY(check_nm(weight, "int8 nm weight"));
+  const int64_t per_row = weight.groups() * weight.pattern.keep;
+  if (values.type != QuantType::Int8 || values.codes.dtype() != DType::I8 || values.codes.shape() != Shape{weight.rows(), per_row}) {
+    return Error("int8 nm weight: expected I8 codes of shape " + shape_str({weight.rows(), per_row}) + ", got " +
+                 std::string(dtype_name(values.codes.dtype())) + " " + shape_str(values.codes.shape()));
+  }
+  auto packed = nm_records(weight, values.codes, DType::I8, kLinearChunkInt8Tail);
+  NMKIT_TRY(check_int8(packed->K_x, "int8 nm weight"));
+  std::vector<int32_t> sums(static_cast<size_t>(packed->rows), 0);
+  const auto* codes = values.codes.as<int8_t>();
+  for (int64_t row = 0; row < packed->rows; ++row) {
+    for (int64_t i = 0; i < per_row; ++i) sums[static_cast<size_t>(row)] += codes[row * per_row + i];
+  }
+  int8_rows(*packed, values.scales, sums);
   count_streamed_bytes(*packed);
   return packed;
 }

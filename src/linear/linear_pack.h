@@ -22,10 +22,15 @@ Result<std::unique_ptr<PackedLinear>> pack_sparse24(const Sparse24& weight);
 Result<std::unique_ptr<PackedLinear>> pack_nm(const NMPacked& weight);
 
 // INT8 (codes in [-127, 127] with per-row scales): dense rows zero-padded to K_x (K rounded up to 64),
-// or sparse24 records in K chunks of 128 (the last chunk may be 64 wide); per-row scales and code sums.
+// sparse24 records in K chunks of 128 (the last chunk may be 64 wide), or nm records; per-row scales
+// and code sums.
 // K above 65536 is an Error: the kernels' int32 sums of (code + 128) * code could overflow.
 Result<std::unique_ptr<PackedLinear>> pack_dense_int8(const Quantized& weight);
 Result<std::unique_ptr<PackedLinear>> pack_sparse24_int8(const QuantizedSparse24& weight);
+// An nm weight's values quantized per row (`values`: codes [rows, groups * keep] and scales, as
+// quantize_weights gives them for weight.values) in the nm records of an f32 weight, superchunks of
+// lcm(group, 64) K: 64 K are one mask word and the codes that one vpexpandb places.
+Result<std::unique_ptr<PackedLinear>> pack_nm_int8(const NMPacked& weight, const Quantized& values);
 
 // Fills streamed_bytes from the packed arrays (values without slack, meta, int8 scales and sums).
 void count_streamed_bytes(PackedLinear& packed);

@@ -165,14 +165,14 @@ constexpr int64_t kTileTokens = 64;
 struct OnednnFrom {
   int64_t dense_f32, dense_bf16, dense_bf16x, dense_int8, dense_int8_long_rows;
   int64_t sparse24_f32, sparse24_f32_short_rows, sparse24_bf16, sparse24_bf16x, sparse24_int8;
-  int64_t nm_f32, nm_bf16, nm_bf16x;
+  int64_t nm_f32, nm_bf16, nm_bf16x, nm_int8;
   int64_t slid_int8, slid_int8_long_rows;
 };
 constexpr OnednnFrom kOnednnFrom{
     /*dense_f32=*/4, /*dense_bf16=*/8, /*dense_bf16x=*/4, /*dense_int8=*/4, /*dense_int8_long_rows=*/8,
     /*sparse24_f32=*/64, /*sparse24_f32_short_rows=*/8, /*sparse24_bf16=*/64, /*sparse24_bf16x=*/8,
     /*sparse24_int8=*/8,
-    /*nm_f32=*/4, /*nm_bf16=*/8, /*nm_bf16x=*/4,
+    /*nm_f32=*/4, /*nm_bf16=*/8, /*nm_bf16x=*/4, /*nm_int8=*/8,
     /*slid_int8=*/4, /*slid_int8_long_rows=*/8,
 };
 // Rows of K at or above this count as long: for sparse24 f32 (token lanes lose to oneDNN below it
@@ -215,6 +215,7 @@ int64_t table_onednn_from(const PackedLinear& w) {
       if (w.dtype == DType::BF16) return bf16x ? t.sparse24_bf16x : t.sparse24_bf16;
       return w.K >= kLongRowK ? t.sparse24_f32 : t.sparse24_f32_short_rows;
     case WeightFormat::NM:
+      if (w.dtype == DType::I8) return t.nm_int8;
       if (w.dtype == DType::BF16) return bf16_gemm ? t.nm_bf16x : t.nm_bf16;
       return t.nm_f32;
   }
@@ -256,7 +257,7 @@ bool onednn_allowed(const LinearLayer& layer, MatmulType type) {
 }
 
 
-// From how many tokens a sparse24 INT8 weight runs nmkit's dense INT8 kernel on tiles: where the
+// From how many tokens a sparse24 or nm INT8 weight runs nmkit's dense INT8 kernel on tiles: where the
 // tier expands a row block into a tile itself, from kTileTokens; else (the portable decompression)
 // as the dense copy it replaces did (kDenseInt8Tokens).
 int64_t int8_tiles_from(const PackedLinear& w, cpu::TileI8Fn tier_tile) {
@@ -310,6 +311,10 @@ LinearPlan plan_for(const LinearLayer& layer, int64_t M) {
       }
       break;
     case WeightFormat::NM: {
+      if (plan.dtype == DType::I8) {
+        plan.route = M >= int8_tiles_from(w, kernels.nm_i8_tile) ? Route::Tiles : Route::Rows;
+        break;
+      }
       const cpu::LinearFn slabs = bf16_pairs ? kernels.nm_bf16x_slabs
                                   : plan.dtype == DType::F32 ? kernels.nm_f32_slabs
                                                              : kernels.nm_bf16_slabs;

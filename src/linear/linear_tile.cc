@@ -48,10 +48,15 @@ void packed_rows(const PackedLinear& w, int64_t b, void* dst, int64_t ld) {
   const LinearKernels& tier = kernels_for(w.tier).linear;
   if (w.dtype == DType::I8) {
     auto* out = static_cast<int8_t*>(dst);
-    NMKIT_ASSERT(w.kind == WeightFormat::Sparse24);
-    if (tier.sparse24_i8_tile != nullptr) return tier.sparse24_i8_tile(w, b, out, ld);
+    const TileI8Fn fast = w.kind == WeightFormat::Sparse24 ? tier.sparse24_i8_tile : tier.nm_i8_tile;
+    if (fast != nullptr) return fast(w, b, out, ld);
     const auto* v = w.values.as<int8_t>();
     for (int r = 0; r < kLinearRowBlock; ++r) std::memset(out + r * ld, 0, static_cast<size_t>(w.K_x));
+    if (w.kind == WeightFormat::NM) {
+      nm_rows(w, b, [&](int r, int64_t k, int64_t i) { out[r * ld + k] = v[i]; });
+      return;
+    }
+    NMKIT_ASSERT(w.kind == WeightFormat::Sparse24);
     const auto* meta = w.meta.as<uint32_t>();
     for (int64_t c = 0; c < int8_chunks(w.K_x); ++c) {
       for (int r = 0; r < kLinearRowBlock; ++r) {
@@ -144,6 +149,7 @@ LinearFn linear_kernel_for(const LinearKernels& kernels, WeightFormat kind, DTyp
     case WeightFormat::NM:
       if (dtype == DType::F32) return kernels.nm_f32;
       if (dtype == DType::BF16) return kernels.nm_bf16;
+      if (dtype == DType::I8) return kernels.nm_i8;
       return nullptr;
   }
   return nullptr;

@@ -139,7 +139,13 @@ Result<SparseLinear> SparseLinear::sparse24(const Sparse24& weight, const Linear
 }
 
 Result<SparseLinear> SparseLinear::nm(const NMPacked& weight, const LinearOptions& options) {
-  if (options.int8) return Error("linear: int8 is offered for dense, sparse24 and slid weights, not nm");
+  if (options.int8) {
+    NMKIT_TRY(validate(weight, "nm weight"));
+    // The values hold every non-zero of a row, so their per-row codes are the dense weight's.
+    auto q = quantize_weights(weight.values.view(), QuantType::Int8, "nm weight");
+    if (!q.ok()) return q.error();
+    return finish(cpu::pack_nm_int8(weight, *q), options);
+  }
   auto tier = choose_tier(options);
   if (!tier.ok()) return tier.error();
   if (cpu::nm_runs_slid(weight.pattern, *tier)) return finish(cpu::pack_nm_as_slid(weight), options);

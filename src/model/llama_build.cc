@@ -80,9 +80,6 @@ Status check_format(DType weights, LinearFormat format, const std::optional<Patt
   if (format == LinearFormat::Sparse24 && !(*pattern == Pattern{2, 4})) {
     return Error("model: format sparse24 needs pattern 2:4, not " + pattern->str());
   }
-  if (format == LinearFormat::NM && weights == DType::I8) {
-    return Error("model: format nm runs f32 or bf16 weights, not int8 (use slid or sparse24)");
-  }
   if (format == LinearFormat::NM && pattern->group > 16) {
     return Error("model: format nm supports groups up to 16, not " + pattern->str());
   }

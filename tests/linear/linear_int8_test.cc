@@ -61,7 +61,7 @@ Tensor pruned_weight(int64_t rows, int64_t K, Pattern pattern, uint64_t seed) {
   return Tensor::from_f32(w, {rows, K});
 }
 
-enum class Form { Dense, Sparse24, Slid };
+enum class Form { Dense, Sparse24, Slid, NM };
 
 void run_case(Form form, Pattern pattern, const Shape3& s, uint64_t seed, bool with_bias) {
   const std::string what = "M=" + std::to_string(s.M) + " K=" + std::to_string(s.K) + " rows=" + std::to_string(s.rows) +
@@ -81,10 +81,14 @@ void run_case(Form form, Pattern pattern, const Shape3& s, uint64_t seed, bool w
       auto packed = compress_sparse24(w.view(), "w");
       ASSERT_TRUE(packed.ok()) << packed.error().message();
       layer = SparseLinear::sparse24(*packed, options);
-    } else {
+    } else if (form == Form::Slid) {
       auto slid = nmkit::slide(w.view(), pattern, 32, "w");
       ASSERT_TRUE(slid.ok()) << slid.error().message();
       layer = SparseLinear::slid(slid->weight.view(), slid->geometry, options);
+    } else {
+      auto nm = compress_nm(w.view(), pattern, "w");
+      ASSERT_TRUE(nm.ok()) << nm.error().message();
+      layer = SparseLinear::nm(*nm, options);
     }
     ASSERT_TRUE(layer.ok()) << layer.error().message();
     // A slid weight names the route a call of M tokens runs: its 2:4 kernel, then from 8 tokens tiles
@@ -107,6 +111,18 @@ void run_case(Form form, Pattern pattern, const Shape3& s, uint64_t seed, bool w
     std::vector<float> expected(static_cast<size_t>(s.M * s.rows));
     ref_int8_linear(qx.codes.as<int8_t>(), qx.scales.as<float>(), s.M, s.K, qw.codes.as<int8_t>(),
                     qw.scales.as<float>(), s.rows, with_bias ? bias.data() : nullptr, expected.data());
+    if (form == Form::NM) {
+      // The nm reference, on the format itself (its codes: the values quantized per row), agrees.
+      auto nm = compress_nm(w.view(), pattern, "w");
+      ASSERT_TRUE(nm.ok());
+      NMPacked codes = std::move(*nm);
+      const Quantized qv = ref_quantize(codes.values.view(), QuantType::Int8);
+      codes.values = Tensor::copy_of(qv.codes.view());
+      std::vector<float> from_nm(expected.size());
+      ref_int8_nm_linear(qx.codes.as<int8_t>(), qx.scales.as<float>(), s.M, codes, qv.scales.as<float>(),
+                         with_bias ? bias.data() : nullptr, from_nm.data());
+      ASSERT_EQ(std::memcmp(from_nm.data(), expected.data(), expected.size() * 4), 0) << "the two references differ";
+    }
     std::vector<float> y(expected.size(), std::numeric_limits<float>::quiet_NaN());
     ASSERT_TRUE(layer->apply(x.as<float>(), s.M, y.data()).ok());
     int failures = 0;
@@ -151,6 +167,24 @@ TEST(LinearInt8, SlidBitExact) {
     for (size_t j = i % 2; j < shapes().size(); j += 2) {
       ++seed;
       run_case(Form::Slid, pattern, shapes()[j], seed, seed % 2 == 0);
+    }
+    ++i;
+  }
+}
+
+// INT8 nm (the decode form of 6:8 and other keep:group): every group size up to 16, groups dividing
+// the 64-K mask words and not (their superchunks span several words), keep 1 to group-1, against
+// both references (the dense codes and the nm format's own), on every shape and tier.
+TEST(LinearInt8, NMBitExact) {
+  if (!tier_available()) GTEST_SKIP() << "tier not supported here";
+  uint64_t seed = 8000;
+  const std::vector<Pattern> patterns{{6, 8}, {2, 4}, {4, 8}, {1, 4}, {4, 6}, {3, 7}, {8, 10}, {14, 16}, {5, 16}};
+  size_t i = 0;
+  for (const auto& pattern : patterns) {
+    // Every pattern meets a third of the shapes; together they cover all of them.
+    for (size_t j = i % 3; j < shapes().size(); j += 3) {
+      ++seed;
+      run_case(Form::NM, pattern, shapes()[j], seed, seed % 2 == 0);
     }
     ++i;
   }
@@ -269,7 +303,10 @@ TEST(LinearInt8, Errors) {
   const Tensor w = pruned_weight(3, 16, {2, 4}, 1);
   auto nm = compress_nm(w.view(), {2, 4}, "w");
   ASSERT_TRUE(nm.ok());
-  EXPECT_FALSE(SparseLinear::nm(*nm, options).ok());
+  EXPECT_TRUE(SparseLinear::nm(*nm, options).ok());
+  auto wide_group = compress_nm(pruned_weight(3, 64, {3, 32}, 3).view(), {3, 32}, "w");
+  ASSERT_TRUE(wide_group.ok());
+  EXPECT_FALSE(SparseLinear::nm(*wide_group, options).ok());  // groups up to 16
   auto slid = nmkit::slide(pruned_weight(3, 16, {6, 8}, 2).view(), Pattern{6, 8}, 32, "w");
   ASSERT_TRUE(slid.ok());
   const Tensor cut = Tensor::zeros(DType::F32, {3, 8});

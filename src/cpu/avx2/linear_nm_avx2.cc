@@ -2,7 +2,7 @@
 // 8-wide step of K loads 8 consecutive values, places the first popcount(mask) of them in the lanes
 // of the mask's set bits with one vpermps from a 256-entry table, and zeroes the other lanes.
 // Values are read up to 7 past the row's last one: the packed layout keeps a slack of zeros there.
-// POPCNT (added to this file's flags by src/cpu/CMakeLists.txt) keeps __builtin_popcount one instruction.
+// POPCNT (in the tier's flags, src/cpu/CMakeLists.txt) keeps __builtin_popcount one instruction.
 #include <immintrin.h>
 
 #include "cpu/linear_common.h"

@@ -155,6 +155,34 @@ void sparse24_i8(const LinearCall& call) {
   }
 }
 
+// INT8 nm records (any keep:group): each set mask bit takes the row's next code.
+void nm_i8(const LinearCall& call) {
+  const PackedLinear& w = *call.w;
+  const auto* values = w.values.as<int8_t>();
+  const auto* mask = w.meta.as<uint8_t>();
+  const auto* x = static_cast<const int8_t*>(call.x);
+  const int64_t superchunks = w.K_x / w.superchunk;
+  for (int64_t b = call.block_begin; b < call.block_end; ++b) {
+    for (int r = 0; r < kLinearRowBlock; ++r) {
+      const int64_t row = b * kLinearRowBlock + r;
+      if (row >= w.rows) break;
+      for (int64_t m = 0; m < call.M; ++m) {
+        int32_t acc = 0;
+        for (int64_t c = 0; c < superchunks; ++c) {
+          const int64_t record = nm_record(w, b, c, r);
+          const int8_t* v = values + record * w.value_stride;
+          const uint8_t* bits = mask + record * w.mask_stride;
+          const int8_t* xc = x + m * w.K_x + c * w.superchunk;
+          for (int64_t k = 0; k < w.superchunk; ++k) {
+            if ((bits[k >> 3] >> (k & 7)) & 1) acc += int32_t{*v++} * int32_t{xc[k]};
+          }
+        }
+        store_output(call, m, row, int8_output(call, m, row, acc));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void fill_linear(LinearKernels& slots) {
@@ -166,6 +194,7 @@ void fill_linear(LinearKernels& slots) {
   slots.nm_bf16 = nm<uint16_t>;
   slots.dense_i8 = dense_i8;
   slots.sparse24_i8 = sparse24_i8;
+  slots.nm_i8 = nm_i8;
 }
 
 }  // namespace nmkit::cpu::scalar
