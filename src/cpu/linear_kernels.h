@@ -116,6 +116,13 @@ struct LinearCall {
 };
 
 using LinearFn = void (*)(const LinearCall& call);
+// Reads [p, p + bytes) with the tier's widest loads, as decode kernels stream weights, and returns a
+// value that depends on every byte (so the reads stay): in one sequential pass (row_bytes 0: the
+// sparse and nm records), or in rows of row_bytes bytes read 4 at a time in lockstep (dense rows);
+// bytes is a multiple of 256 (and of 4 * row_bytes). The read-bandwidth probe of the benchmarks
+// (bench/bandwidth.h) runs it: a probe with narrower loads or fewer streams than the kernels read
+// less than decode streams (docs/design.md 14).
+using ReadStreamFn = uint64_t (*)(const std::byte* p, size_t bytes, size_t row_bytes);
 // Writes the 4 rows of row block b of a packed weight, dense, into dst (row r at dst + r * ld
 // elements, every element of the first K_x written; f32 for f32/bf16 weights, int8 codes for INT8).
 using TileFn = void (*)(const PackedLinear& w, int64_t b, float* dst, int64_t ld);
@@ -152,14 +159,19 @@ struct LinearKernels {
   // INT8 sparse24 and nm rows expanded into dense int8 rows (null: the portable decompression).
   TileI8Fn sparse24_i8_tile = nullptr;
   TileI8Fn nm_i8_tile = nullptr;
+  ReadStreamFn read_stream = nullptr;
 };
 
 // Per tier: declared here, defined in src/cpu/<tier>/linear_*.cc (one file per weight family).
-namespace scalar { void fill_linear(LinearKernels& slots); }
+namespace scalar {
+void fill_linear(LinearKernels& slots);
+uint64_t read_stream(const std::byte* p, size_t bytes, size_t row_bytes);
+}  // namespace scalar
 namespace avx2 {
 void fill_linear(LinearKernels& slots);     // dense and sparse24, f32 and bf16
 void fill_linear_nm(LinearKernels& slots);  // nm, f32 and bf16
 void fill_linear_int8(LinearKernels& slots);  // dense, sparse24 and nm, int8
+uint64_t read_stream(const std::byte* p, size_t bytes, size_t row_bytes);
 }  // namespace avx2
 namespace avx512 {
 void fill_linear(LinearKernels& slots);
@@ -168,6 +180,7 @@ void fill_linear_nm_table(LinearKernels& slots);    // lane ranks from a table (
 void fill_linear_nm_vpopcnt(LinearKernels& slots);  // lane ranks from vpopcntd (needs VPOPCNTDQ)
 void fill_linear_int8(LinearKernels& slots);
 void fill_linear_token_lanes(LinearKernels& slots);  // sparse24 f32/bf16 on token lanes
+uint64_t read_stream(const std::byte* p, size_t bytes, size_t row_bytes);
 }  // namespace avx512
 
 }  // namespace nmkit::cpu
