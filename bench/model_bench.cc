@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "measure.h"
+#include "peak_rss.h"
 #include "nmkit/threads.h"
 
 namespace nmkit::bench {
@@ -48,9 +49,13 @@ std::vector<int32_t> prompt(int64_t n, int64_t n_vocab, uint32_t seed) {
 
 struct Runner {
   ModelVariant variant;
-  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<LlamaModel> model;  // while the form is measured
   std::unique_ptr<LlamaSession> session;
   std::vector<double> decode_tps, prefill_tps;  // one per round
+  // Taken while the model is held (one_at_a_time frees it before the report).
+  double bytes_per_token = 0, resident_bytes = 0, load_seconds = 0;
+  size_t peak_rss = 0;  // one_at_a_time only
+  std::string decode_kernel, prefill_kernel;
 };
 
 Result<double> time_decode(Runner& r, int64_t prompt_n, int64_t decode) {
@@ -164,48 +169,99 @@ std::vector<ModelVariant> default_model_variants() {
   return v;
 }
 
+bool forms_fit_at_once(const LlamaParams& p, const std::vector<ModelVariant>& variants) {
+  const double hd = static_cast<double>(p.head_dim()), d = static_cast<double>(p.n_embd);
+  const double per_block = d * hd * static_cast<double>(2 * p.n_head + 2 * p.n_head_kv) +
+                           3.0 * d * static_cast<double>(p.n_ff);
+  const double weights = static_cast<double>(p.n_layer) * per_block +
+                         static_cast<double>(p.n_vocab) * d * (p.tied_output ? 1.0 : 2.0);
+  double bytes = 0;
+  for (const auto& v : variants) bytes += weights * static_cast<double>(dtype_size(v.options.weights));
+  return bytes < 0.5 * static_cast<double>(available_memory_bytes());
+}
+
+namespace {
+
+// Builds r's form, opens its session and runs it once untimed: first calls build lazily made forms
+// and fault in pages. The warm-up prefill has the timed one's length: a form the plan picks only from
+// 128 tokens (2:4 int8 on oneDNN) was otherwise built inside the first timed prefill (int8 2:4 read
+// 377 tokens/s against dense's 958 in a one-round run).
+Status prepare(Runner& r, const ModelBenchOptions& o) {
+  const auto start = Clock::now();
+  auto model = o.build(r.variant.options);
+  if (!model.ok()) return model.error();
+  r.load_seconds = seconds_since(start);
+  r.model = std::make_unique<LlamaModel>(std::move(model.value()));
+  const int64_t ctx = std::max(o.prefill_tokens, o.prompt_tokens + o.decode_tokens);
+  auto session = LlamaSession::create(*r.model, ctx);
+  if (!session.ok()) return session.error();
+  r.session = std::make_unique<LlamaSession>(std::move(*session));
+  r.bytes_per_token = static_cast<double>(r.model->weight_bytes_per_token());
+  r.resident_bytes = static_cast<double>(r.model->resident_bytes());
+  r.decode_kernel = r.model->linear_kernel_name(1);
+  r.prefill_kernel = r.model->linear_kernel_name(o.prefill_tokens);
+  auto d = time_decode(r, o.prompt_tokens, 4);
+  if (!d.ok()) return d.error();
+  auto p = time_prefill(r, o.prefill_tokens);
+  if (!p.ok()) return p.error();
+  return ok_status();
+}
+
+Status time_round(Runner& r, const ModelBenchOptions& o, bool prefill) {
+  auto tps = prefill ? time_prefill(r, o.prefill_tokens) : time_decode(r, o.prompt_tokens, o.decode_tokens);
+  if (!tps.ok()) return tps.error();
+  (prefill ? r.prefill_tps : r.decode_tps).push_back(*tps);
+  return ok_status();
+}
+
+}  // namespace
+
 int run_model_bench(const ModelBenchOptions& o) {
   const bool tty = isatty(STDERR_FILENO) != 0;
+  const auto fail = [](const Runner& r, const Error& e) {
+    std::fprintf(stderr, "\nnmkit: %s: %s\n", r.variant.label.c_str(), e.message().c_str());
+    return 1;
+  };
   std::vector<Runner> runners;
   for (const auto& variant : o.variants) {
-    if (tty) std::fprintf(stderr, "\rbuilding %-24s", variant.label.c_str());
-    auto model = o.build(variant.options);
-    if (!model.ok()) {
-      std::fprintf(stderr, "\nnmkit: %s: %s\n", variant.label.c_str(), model.error().message().c_str());
-      return 1;
+    runners.emplace_back();
+    runners.back().variant = variant;
+  }
+  const bool rss_per_form = o.one_at_a_time && reset_peak_rss();
+  if (!o.one_at_a_time) {
+    for (auto& r : runners) {
+      if (tty) std::fprintf(stderr, "\rbuilding %-24s", r.variant.label.c_str());
+      if (Status st = prepare(r, o); !st.ok()) return fail(r, st.error());
     }
-    Runner r;
-    r.variant = variant;
-    r.model = std::make_unique<LlamaModel>(std::move(model.value()));
-    const int64_t ctx = std::max(o.prefill_tokens, o.prompt_tokens + o.decode_tokens);
-    r.session = std::make_unique<LlamaSession>(*r.model, ctx);
-    // Untimed: first calls build lazily made forms (slid, nm for many tokens, oneDNN's dense copies)
-    // and fault in pages. The warm-up prefill has the timed one's length: a form the plan picks only
-    // from 128 tokens (2:4 int8 on oneDNN) was otherwise built inside the first timed prefill (int8 2:4
-    // read 377 tokens/s against dense's 958 in a one-round run).
-    NMKIT_ASSERT(r.model->params().n_vocab > 0);
-    auto d = time_decode(r, o.prompt_tokens, 4);
-    auto p = d.ok() ? time_prefill(r, o.prefill_tokens) : Result<double>(d.error());
-    if (!p.ok()) {
-      std::fprintf(stderr, "\nnmkit: %s: %s\n", variant.label.c_str(), p.error().message().c_str());
-      return 1;
-    }
-    runners.push_back(std::move(r));
   }
   if (tty) std::fprintf(stderr, "\r%40s\r", "");
   const double read_gbs = read_bandwidth_gbs();
-  for (int round = 0; round < o.rounds; ++round) {
+  if (o.one_at_a_time) {
     for (auto& r : runners) {
-      if (tty) std::fprintf(stderr, "\rround %d/%d decode  %-24s", round + 1, o.rounds, r.variant.label.c_str());
-      auto tps = time_decode(r, o.prompt_tokens, o.decode_tokens);
-      if (!tps.ok()) return std::fprintf(stderr, "\nnmkit: %s\n", tps.error().message().c_str()), 1;
-      r.decode_tps.push_back(*tps);
+      if (rss_per_form) reset_peak_rss();
+      if (tty) std::fprintf(stderr, "\rbuilding %-24s", r.variant.label.c_str());
+      if (Status st = prepare(r, o); !st.ok()) return fail(r, st.error());
+      for (int round = 0; round < o.rounds; ++round) {
+        if (tty) std::fprintf(stderr, "\rround %d/%d %-24s", round + 1, o.rounds, r.variant.label.c_str());
+        for (bool prefill : {false, true}) {
+          if (Status st = time_round(r, o, prefill); !st.ok()) return fail(r, st.error());
+        }
+      }
+      if (rss_per_form) r.peak_rss = peak_rss_bytes();
+      r.session.reset();
+      r.model.reset();
     }
-    for (auto& r : runners) {
-      if (tty) std::fprintf(stderr, "\rround %d/%d prefill %-24s", round + 1, o.rounds, r.variant.label.c_str());
-      auto tps = time_prefill(r, o.prefill_tokens);
-      if (!tps.ok()) return std::fprintf(stderr, "\nnmkit: %s\n", tps.error().message().c_str()), 1;
-      r.prefill_tps.push_back(*tps);
+  } else {
+    for (int round = 0; round < o.rounds; ++round) {
+      for (bool prefill : {false, true}) {
+        for (auto& r : runners) {
+          if (tty) {
+            std::fprintf(stderr, "\rround %d/%d %s %-24s", round + 1, o.rounds, prefill ? "prefill" : "decode ",
+                         r.variant.label.c_str());
+          }
+          if (Status st = time_round(r, o, prefill); !st.ok()) return fail(r, st.error());
+        }
+      }
     }
   }
   std::vector<LlamaCppResult> cpp;
@@ -219,10 +275,12 @@ int run_model_bench(const ModelBenchOptions& o) {
 
   const Runner& base = runners.front();
   fmt::print("model {}: decode {} tokens after a {}-token prompt, prefill {} tokens; {} threads; "
-             "{} interleaved rounds, medians; read bandwidth {:.1f} GB/s (same run)\n",
-             o.model_label, o.decode_tokens, o.prompt_tokens, o.prefill_tokens, thread_count(), o.rounds, read_gbs);
-  fmt::print("{:<20} {:>10} {:>9} {:>8} {:>8} {:>7} {:>10} {:>8}  {}\n", "weights", "MB/token", "decode/s",
-             "x base", "GB/s", "% read", "prefill/s", "x base", "kernel (decode, prefill)");
+             "{} {} rounds, medians; read bandwidth {:.1f} GB/s (same run)\n",
+             o.model_label, o.decode_tokens, o.prompt_tokens, o.prefill_tokens, thread_count(), o.rounds,
+             o.one_at_a_time ? "consecutive (one form at a time)" : "interleaved", read_gbs);
+  fmt::print("{:<20} {:>8} {:>8} {:>7} {:>10} {:>9} {:>8} {:>8} {:>7} {:>10} {:>8}  {}\n", "weights", "load s", "held GB",
+             "RSS GB", "MB/token", "decode/s", "x base", "GB/s", "% read", "prefill/s", "x base",
+             "kernel (decode, prefill)");
   // Issue 12's model target compares each pruned form's prefill with the fastest dense form of the
   // run (by median prefill), as the median of the same-round ratios: the medians of two forms can
   // come from different rounds of a drifting machine.
@@ -234,18 +292,21 @@ int run_model_bench(const ModelBenchOptions& o) {
   std::string against_dense;
   nlohmann::json records = nlohmann::json::array();
   for (const auto& r : runners) {
-    const double bytes = static_cast<double>(r.model->weight_bytes_per_token());
+    const double bytes = r.bytes_per_token;
     const double dec = median_of(r.decode_tps), pre = median_of(r.prefill_tps);
     const double gbs = bytes * dec / 1e9;
     const double dec_ratio = median_ratio(r.decode_tps, base.decode_tps);
     const double pre_ratio = median_ratio(r.prefill_tps, base.prefill_tps);
-    fmt::print("{:<20} {:>10.1f} {:>9.1f} {:>7.2f}x {:>8.1f} {:>6.0f}% {:>10.1f} {:>7.2f}x  {}, {}\n", r.variant.label,
-               bytes / 1e6, dec, dec_ratio, gbs, 100.0 * gbs / read_gbs, pre, pre_ratio,
-               r.model->linear_kernel_name(1), r.model->linear_kernel_name(o.prefill_tokens));
+    const std::string rss = r.peak_rss > 0 ? fmt::format("{:.2f}", static_cast<double>(r.peak_rss) / 1e9) : "-";
+    fmt::print("{:<20} {:>8.1f} {:>8.2f} {:>7} {:>10.1f} {:>9.1f} {:>7.2f}x {:>8.1f} {:>6.0f}% {:>10.1f} {:>7.2f}x  {}, {}\n",
+               r.variant.label, r.load_seconds, r.resident_bytes / 1e9, rss, bytes / 1e6, dec, dec_ratio, gbs,
+               100.0 * gbs / read_gbs, pre, pre_ratio, r.decode_kernel, r.prefill_kernel);
     records.push_back({{"engine", "nmkit"}, {"variant", r.variant.label}, {"weight_bytes_per_token", bytes},
                        {"decode_tps", dec}, {"decode_tps_rounds", r.decode_tps}, {"prefill_tps", pre},
                        {"prefill_tps_rounds", r.prefill_tps}, {"decode_vs_base", dec_ratio},
-                       {"prefill_vs_base", pre_ratio}, {"read_gbs", read_gbs}, {"decode_gbs", gbs}});
+                       {"prefill_vs_base", pre_ratio}, {"read_gbs", read_gbs}, {"decode_gbs", gbs},
+                       {"load_seconds", r.load_seconds}, {"resident_bytes", r.resident_bytes}});
+    if (r.peak_rss > 0) records.back()["peak_rss_bytes"] = r.peak_rss;
     if (best_dense != nullptr && r.variant.options.pattern) {
       const double vs_dense = median_ratio(r.prefill_tps, best_dense->prefill_tps);
       records.back()["prefill_vs_best_dense"] = vs_dense;

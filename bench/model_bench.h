@@ -39,7 +39,16 @@ struct ModelBenchOptions {
   std::vector<LlamaCppFile> llamacpp_files;
   int llamacpp_threads = 2;
   std::string json_path;
+  // Build, time and free each form before the next (its load time and peak RSS then its own), instead
+  // of holding every form at once and interleaving their rounds (same-round ratios, robust to a
+  // drifting machine). What a model too large for all its forms at once needs
+  // (forms_fit_at_once).
+  bool one_at_a_time = false;
 };
+
+// Whether every variant of a model with `params` fits in memory at once: their dense weight bytes
+// (an upper bound on every form's) below half of the available memory.
+bool forms_fit_at_once(const LlamaParams& params, const std::vector<ModelVariant>& variants);
 
 // Prints the table (and writes JSON); returns the process exit code.
 int run_model_bench(const ModelBenchOptions& options);

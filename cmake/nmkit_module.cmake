@@ -1,7 +1,8 @@
 # nmkit_warnings(target): nmkit's own code builds warning-free (as errors with NMKIT_WERROR).
+# C++ sources only: nvcc takes other flags, and CUTLASS's templates are not warning-free.
 function(nmkit_warnings target)
-  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow -Wconversion
-                         -Wno-sign-conversion $<$<BOOL:${NMKIT_WERROR}>:-Werror>)
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow
+                         -Wconversion -Wno-sign-conversion $<$<BOOL:${NMKIT_WERROR}>:-Werror>>)
 endfunction()
 
 include(GNUInstallDirs)

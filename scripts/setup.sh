@@ -49,7 +49,26 @@ for spec in tokenizers gguf==0.19.0; do
   fi
 done
 
-# A configure that failed leaves a cache but no build files: configure again then.
+# The GPU path's headers and tools (CUTLASS, cuSPARSELt, cuobjdump) where nvcc is installed: CMake's
+# NMKIT_CUDA is on exactly then (docs/design.md section 14).
+if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+  bash scripts/setup_cuda.sh
+fi
+
+# The Python package (docs/design.md 15; `make test` builds it into build/python and runs its tests):
+# nanobind builds the extension module, pytest runs tests/python. torch is optional (its tests skip
+# without it) and not installed here: it is large.
+for module in nanobind pytest; do
+  if ! python3 -c "import $module" 2>/dev/null; then
+    echo "setup: installing $module (pip)" >&2
+    python3 -m pip install --quiet "$module" 2>/dev/null || python3 -m pip install --quiet --break-system-packages "$module"
+  fi
+done
+
+# A configure that failed leaves a cache but no build files: configure again then. A build folder
+# configured before the Python package existed gets NMKIT_PYTHON turned on.
 if [ ! -f build/CMakeCache.txt ] || [ ! -f build/Makefile ]; then
-  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DNMKIT_WERROR=ON
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DNMKIT_WERROR=ON -DNMKIT_PYTHON=ON
+elif ! grep -q '^NMKIT_PYTHON:BOOL=ON' build/CMakeCache.txt; then
+  cmake -S . -B build -DNMKIT_PYTHON=ON >/dev/null
 fi

@@ -48,6 +48,12 @@ struct CalibOptions {
   int refit_steps = 0;
   // Called when block b (of n_layer) is done.
   std::function<void(int64_t b, int64_t n_layer)> on_block;
+  // Where each block's pruned weights go as soon as the block is done: its 7 linears, f32
+  // dense-masked, under their GGUF names, in block_linear_names() order (a writer that streams the
+  // model out block by block, so no more than a block of pruned weights is ever held). The model
+  // itself is repacked in `format` either way; it keeps them too only if built with
+  // keep_dense_weights.
+  std::function<Status(int64_t b, std::vector<NamedTensor> pruned)> on_pruned;
 };
 
 struct LinearReport {
@@ -81,8 +87,33 @@ struct CalibReport {
   int refit_steps = 0;
 };
 
-// Prunes every block linear of `model` (built with keep_dense_weights) in place. `tokens` holds
-// n_seq * seq_len calibration tokens (ignored by magnitude, which needs none and runs no pass).
+// Calibrated pruning one block at a time: each next_block() gathers block b's statistics from one
+// pass of it, prunes its linears (dense weights read from the model: LlamaModel::load_dense_weight),
+// repacks them in the model and runs the pruned block for the next one's inputs. A caller that
+// writes the model as it goes pulls blocks as its output needs them. `tokens` holds n_seq * seq_len
+// calibration tokens (ignored by magnitude, which needs none and runs no pass); the model must
+// outlive the calibrator.
+class ModelCalibrator {
+ public:
+  static Result<ModelCalibrator> start(LlamaModel& model, std::vector<int32_t> tokens, int64_t n_seq,
+                                       int64_t seq_len, CalibOptions options);
+  ModelCalibrator(ModelCalibrator&&) noexcept;
+  ModelCalibrator& operator=(ModelCalibrator&&) noexcept;
+  ~ModelCalibrator();
+
+  int64_t blocks_done() const;
+  bool done() const;
+  Status next_block();  // an Error once done
+  // The report, linears in the model's order (complete once done()).
+  CalibReport report() const;
+
+ private:
+  struct State;
+  explicit ModelCalibrator(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+// Prunes every block linear of `model` in place (ModelCalibrator to the end).
 Result<CalibReport> calibrate_and_prune(LlamaModel& model, const std::vector<int32_t>& tokens,
                                         int64_t n_seq, int64_t seq_len, const CalibOptions& options);
 

@@ -3,8 +3,11 @@
 // A weight NAME stored compressed becomes two tensors:
 //   sparse24: NAME.values (weight dtype, [rows, K_pad/2]) and NAME.meta (U8, [rows, ceil(K_pad/8)])
 //   nm:       NAME.values (weight dtype, [rows, groups*keep]) and NAME.mask (U8, [rows, ceil(K_pad/8)])
+//   cutlass_sm80: NAME.values (F16 or BF16, [rows_pad, K_pad/2]) and NAME.meta (U8, [rows_pad,
+//             K_pad/8]) in the layout CUTLASS's SM80 sparse GEMMs read (include/nmkit/cutlass_sm80.h
+//             says how rows_pad and K_pad are padded); a 2:4 weight, loaded as sparse24
 // and __metadata__["nmkit.NAME"] holds a JSON object describing the logical weight:
-//   {"format": "sparse24"|"nm"|"dense", "pattern": "2:4", "dtype": "BF16", "shape": [rows, K]}
+//   {"format": "sparse24"|"nm"|"dense"|"cutlass_sm80", "pattern": "2:4", "dtype": "BF16", "shape": [rows, K]}
 // A dense-masked pruned weight keeps its name and tensor and gets the same record with "dense".
 // A slid weight (SlideSparse) adds "slide": {"pattern", "N", "window", "stride",
 // "windows_per_group", "K", "K_pad", "K_prime", "align"}; its "shape" is then [rows, K_prime] and
@@ -12,7 +15,8 @@
 //
 // Exact schema (decode_record refuses anything else, unknown fields included, because a record
 // decides how bytes are interpreted):
-//   format   "dense" | "sparse24" | "nm"; sparse24 requires pattern "2:4"
+//   format   "dense" | "sparse24" | "nm" | "cutlass_sm80"; sparse24 and cutlass_sm80 require pattern
+//            "2:4", cutlass_sm80 dtype F16 or BF16
 //   pattern  "keep:group", 1 <= keep < group <= 64
 //   dtype    a safetensors dtype name of the logical weight (and of NAME.values)
 //   shape    [rows, K], integers in [0, 2^48] (so padded sizes cannot overflow)
@@ -33,6 +37,7 @@
 #include <variant>
 #include <vector>
 
+#include "nmkit/cutlass_sm80.h"
 #include "nmkit/format.h"
 #include "nmkit/safetensors.h"
 #include "nmkit/slide_geometry.h"
@@ -43,12 +48,26 @@ namespace nmkit {
 std::string_view weight_format_name(WeightFormat format);  // "dense", "sparse24", "nm"
 Result<WeightFormat> parse_weight_format(std::string_view text);
 
+// How a 2:4 weight's parts lie in a file: nmkit's canonical sparse24, or CUTLASS's SM80 layout
+// (include/nmkit/cutlass_sm80.h). Either loads as sparse24.
+enum class StoredLayout : uint8_t { Canonical, CutlassSm80 };
+// A storage format as `--format` and records name it: "dense", "sparse24", "nm" (canonical), or
+// "cutlass_sm80" (format Sparse24, layout CutlassSm80).
+struct StoredFormat {
+  WeightFormat format = WeightFormat::Dense;
+  StoredLayout layout = StoredLayout::Canonical;
+};
+std::string_view stored_format_name(StoredFormat format);
+// The Error names the bad value and the accepted ones.
+Result<StoredFormat> parse_stored_format(std::string_view text);
+
 struct WeightRecord {
   WeightFormat format = WeightFormat::Dense;
   Pattern pattern;
   DType dtype = DType::F32;
   Shape shape;                          // logical [rows, K] of the stored weight
   std::optional<SlideGeometry> slide;   // set for slid weights
+  StoredLayout layout = StoredLayout::Canonical;  // CutlassSm80 only with format Sparse24
 };
 
 std::string record_key(std::string_view name);  // "nmkit." + name
@@ -65,6 +84,7 @@ Result<WeightRecord> decode_record(std::string_view file, std::string_view name,
 // into the metadata under record_key(name).
 std::vector<OutputTensor> packed_outputs(const std::string& name, Sparse24 packed);
 std::vector<OutputTensor> packed_outputs(const std::string& name, NMPacked packed);
+std::vector<OutputTensor> packed_outputs(const std::string& name, CutlassSm80 packed);
 
 // One logical tensor of a checkpoint: a plain tensor, or the parts of a compressed weight.
 struct StoredTensor {

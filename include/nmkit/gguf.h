@@ -135,8 +135,9 @@ class GgufFile {
   Result<Tensor> dequantize(const GgufTensorInfo& info) const;
   Result<Tensor> dequantize(std::string_view name) const;  // also an Error for an absent name
 
+  struct Impl;  // opaque: defined in src/io
+
  private:
-  struct Impl;
   explicit GgufFile(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -26,30 +26,7 @@
 // with apply() or another set_bias() on the same SparseLinear. A call splits its work over the pool
 // of include/nmkit/threads.h (oneDNN's calls over its OpenMP threads, set to the same count).
 //
-// Layout (the packed weight; X is copied once per call into rows of K_x = K rounded up to the chunk
-// width, zero-filled, so kernels never see a tail):
-//   dense f32/bf16: plain rows, row r's K values contiguous (rows, K): the layout of the file and of
-//     oneDNN's plain weights ("ba"), so a weight is read where it lies (SparseLinear::dense over
-//     parts) or copied once; the kernels read 4 rows at a time and mask each row's last 32-wide step.
-//   dense int8: rows (rows, K_x) of codes, K_x = K rounded up to 64, zero past K.
-//   sparse24 f32/bf16 (K_x a multiple of 64, so the bf16-activation kernel takes chunk pairs):
-//     values (rows_pad/4, K_x/32, 4, 16): each row's 16 kept values of the chunk,
-//     as in the sparse24 format; meta (rows_pad/4, K_x/32, 4) 32-bit words, each the 8 nibbles of one
-//     row's chunk in sparse24 order (2-bit field s of the word = position of value s in its group).
-//     Padding groups are (0, 1) with zero values.
-//   nm f32/bf16: K in superchunks of S = lcm(group, 32) elements (K_x a multiple of S); values
-//     (rows_pad/4, K_x/S, 4, S/group*keep) and masks (rows_pad/4, K_x/S, 4, S/8) bytes, each row's
-//     slots and mask bits of the superchunk as in the nm format (groups past the weight are empty),
-//     plus a slack of zeros after the values so a kernel may load a full vector at the last value.
-//   sparse24 int8 (and slid): as sparse24 f32 with int8 values and K chunks of 128 (64 values and
-//     16 bytes of meta, i.e. four 32-bit words, per row and chunk), except that K_x is K rounded up to
-//     64 and, when that is an odd multiple of 64, a row block ends with a chunk of 64 K ((4, 32)
-//     values and (4, 2) meta words), so a row of 576 streams 360 bytes, not 400. A slid weight is
-//     this layout over K_prime; X is lifted to K_prime while quantized.
-//   nm int8: as nm f32 with int8 codes and superchunks of S = lcm(group, 64): 64 K are one mask word
-//     and the codes one vpexpandb places (6:8 streams 56 bytes per row and 64 K, dense 64).
-//   int8 (every form): plus per-row scales and per-row sums of the int8 values (for the
-//     unsigned-activation form of VNNI).
+// How each form is repacked for its kernels is the library's business (src/linear/linear_pack.h).
 #pragma once
 
 #include <cstddef>
@@ -85,8 +62,6 @@ struct LinearOptions {
   // Regimes). false keeps every call on nmkit's own kernels (for comparison and tests).
   bool onednn = true;
 };
-
-namespace linear { struct LinearLayer; }
 
 class SparseLinear {
  public:
@@ -173,10 +148,12 @@ class SparseLinear {
   size_t resident_bytes() const;
   size_t borrowed_bytes() const;
 
+  struct Impl;  // opaque: defined in src/linear
+
  private:
   friend struct SparseLinearAccess;
-  explicit SparseLinear(std::unique_ptr<linear::LinearLayer> layer);
-  std::unique_ptr<linear::LinearLayer> layer_;
+  explicit SparseLinear(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace nmkit

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "nmkit/dtype.h"
+#include "nmkit/gguf.h"
+#include "nmkit/linear.h"
 #include "nmkit/pattern.h"
 #include "nmkit/prune.h"
 #include "nmkit/status.h"
@@ -44,6 +46,33 @@ struct LlamaParams {
 // An absent tensor is an Error naming it.
 using TensorLoader = std::function<Result<Tensor>(const std::string& name)>;
 
+// A tensor's bytes as its file stores them, viewed in place in the file's read-only mapping: `shape`
+// is nmkit's ([rows, K], or [n]), the rows lie one after another from `data`, each `row_bytes`
+// long, in ggml `type` (F32, F16, BF16 or a block type such as Q8_0; safetensors' F32/F16/BF16 are
+// the same types). `owner` keeps the mapping alive for as long as a model reads the bytes.
+struct MappedTensor {
+  GgmlType type = GgmlType::F32;
+  Shape shape;
+  const std::byte* data = nullptr;
+  size_t row_bytes = 0;
+  std::shared_ptr<const void> owner;
+};
+
+// Where LlamaModel::build reads a model's tensors, by GGUF name (docs/design.md 14: a model holds its
+// packed weights and nothing else that scales with it).
+struct ModelTensors {
+  // The tensor as f32 (q/k rows in GGUF order). Required.
+  TensorLoader load_f32;
+  // The tensor's stored bytes in place, when its rows are in GGUF order as stored (a Hugging Face
+  // q/k weight is not: its rows are permuted on load); nullopt otherwise, or when unset. The
+  // embedding is then looked up row by row from them, and a weight whose stored dtype is its packed
+  // form's is read where it lies.
+  std::function<std::optional<MappedTensor>(const std::string& name)> stored;
+  // Called once the model will not read a tensor's stored bytes again (it converted them): their
+  // pages may leave memory (ModelSource drops them from the mapping). Optional.
+  std::function<void(const std::string& name)> release;
+};
+
 // How the block linears are held and run after pruning (docs/design.md 4 and 5): a checkpoint's WeightFormat
 // plus Slid, which a checkpoint stores as a dense or sparse24 weight with a slide record.
 enum class LinearFormat { Dense, Sparse24, NM, Slid };
@@ -51,6 +80,13 @@ Result<LinearFormat> parse_linear_format(std::string_view text);  // "dense" | "
 std::string_view linear_format_name(LinearFormat format);
 // "f32" | "bf16" | "int8" -> F32, BF16, I8.
 Result<DType> parse_weight_dtype(std::string_view text);
+
+// One linear packed as LlamaModel packs its block linears (ModelOptions::weights and ::format): `w`
+// is a dense(-masked) [rows, K] weight (f32, f16 or bf16, read as f32); bf16 rounds it and runs bf16
+// activations, int8 quantizes it per row; sparse24, nm and slid compress it with `pattern` (slid
+// runs int8). Errors name `name`. What Python's nmkit.SparseLinear builds.
+Result<SparseLinear> pack_linear(const TensorView& w, DType weights, LinearFormat format,
+                                 const std::optional<Pattern>& pattern, std::string_view name = "");
 
 struct ModelOptions {
   // Weights of every linear, the head included: F32, BF16 (rounded to nearest even) or I8 (per output
@@ -69,15 +105,21 @@ struct ModelOptions {
   // Called after each block is built (b = 0 .. n_layer-1), for a progress line.
   std::function<void(int64_t b, int64_t n_layer)> on_block;
 };
+// The form's name in reports: "f32 dense", "bf16 2:4 sparse24", "int8 6:8 slid".
+std::string weight_form_name(const ModelOptions& options);
 
 class LlamaModel;
 
 // A KV cache and the scratch buffers of one sequence. Layout of the cache of a layer: K transposed,
 // (n_head_kv, head_dim, n_ctx), so that the scores of a query over all positions are a sum over
 // head_dim of contiguous rows (vectorizes without reordering float sums); V (n_head_kv, n_ctx,
-// head_dim). Contiguous per layer; allocated once, at construction.
+// head_dim). Sized for n_ctx positions once, at creation; the pages of positions not yet written
+// take no memory.
 class LlamaSession {
  public:
+  // An Error naming the bytes when the cache of n_ctx positions cannot be allocated.
+  static Result<LlamaSession> create(const LlamaModel& model, int64_t n_ctx);
+  // The same, throwing std::bad_alloc on that failure.
   LlamaSession(const LlamaModel& model, int64_t n_ctx);
   LlamaSession(LlamaSession&&) noexcept;
   LlamaSession& operator=(LlamaSession&&) noexcept;
@@ -85,11 +127,15 @@ class LlamaSession {
   int64_t n_ctx() const;
   int64_t position() const;  // tokens in the cache
   void reset();              // empties the cache (buffers are kept)
+  // Bytes of the KV cache of n_ctx positions for `params` (what create() allocates).
+  static size_t cache_bytes(const LlamaParams& params, int64_t n_ctx);
+
+  struct Impl;  // opaque: defined in src/model
 
  private:
   friend class LlamaModel;
-  struct State;
-  std::unique_ptr<State> state_;
+  explicit LlamaSession(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 // The input of a block linear seen by run_block's hook: `names` are the linears that read it
@@ -111,6 +157,9 @@ struct NamedTensor {
 class LlamaModel {
  public:
   // Builds every layer from `load` (tensor names and shapes checked against `params`).
+  static Result<LlamaModel> build(const LlamaParams& params, const ModelTensors& tensors,
+                                  const ModelOptions& options = {});
+  // The same from f32 tensors alone (tests, models made in memory).
   static Result<LlamaModel> build(const LlamaParams& params, const TensorLoader& load,
                                   const ModelOptions& options = {});
   LlamaModel(LlamaModel&&) noexcept;
@@ -143,6 +192,15 @@ class LlamaModel {
   // The dense f32 weight of block b's linear `name` [rows, K] (after any pruning on load). Needs
   // options.keep_dense_weights.
   Result<TensorView> dense_weight(int64_t b, std::string_view name) const;
+  // The dense f32 weight of block b's linear `name` as the model runs it (after any pruning on load):
+  // a copy of the kept weight, or read from the model's source again (the model holds only packed
+  // forms unless it keeps dense weights).
+  Result<Tensor> load_dense_weight(int64_t b, std::string_view name) const;
+  // Repacks all of block b's linears from `weights` (the 7 of block_linear_names(), f32 [rows, K],
+  // dense-masked) in `format` (pattern: the one they comply with), in this model's weight dtype.
+  // Needs no kept dense weights (kept ones are replaced too).
+  Status replace_block(int64_t b, const std::vector<TensorView>& weights, LinearFormat format,
+                       std::optional<Pattern> pattern = std::nullopt);
   // Replaces block b's linear `name` by `weight` (f32 [rows, K], dense-masked) stored in `format`
   // (pattern: the one the weight complies with, for sparse24/nm/slid), in this model's weight dtype.
   // Needs options.keep_dense_weights (linears sharing an input are packed together).
@@ -156,16 +214,25 @@ class LlamaModel {
 
   // Bytes of packed weights one decode step streams (every block linear and the head).
   size_t weight_bytes_per_token() const;
+  // Bytes of weights the model holds (docs/design.md 14): every linear's packed form and the forms
+  // it built for large calls, the embedding (f32 when built from f32 tensors, else its bytes in the
+  // file's mapping, counted whole), norms, and dense weights kept for calibration. With a KV cache
+  // and bounded scratch, what a process running the model needs.
+  size_t resident_bytes() const;
   // Bytes of the weights in their storage formats (what a checkpoint of this model holds; "size on
   // disk"): block linears packed as docs/design.md 4 and 5 lay them out (dense rows x K; sparse24 and nm
   // values plus metadata bytes; slid as int8 sparse24 over K_prime), the embedding and a separate
   // head dense, all in the weight dtype with a f32 scale per row for int8; norms f32.
   size_t storage_bytes() const;
+  // storage_bytes() of a model with `params` built with `options` (plus its dense f32 block weights when
+  // it keeps them): about the bytes it will hold, known before any tensor is read. build() refuses a
+  // model whose estimate exceeds the memory available.
+  static size_t estimate_bytes(const LlamaParams& params, const ModelOptions& options);
   // The kernel names of a block linear and of the head, for reports ("avx512 sparse24 f32").
   std::string linear_kernel_name(int64_t M) const;
   std::string head_kernel_name(int64_t M) const;
 
- struct Impl;  // opaque: defined in src/model
+  struct Impl;  // opaque: defined in src/model
 
  private:
   explicit LlamaModel(std::unique_ptr<Impl> impl);

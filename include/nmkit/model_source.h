@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "nmkit/model.h"
 #include "nmkit/status.h"
 #include "nmkit/tensor.h"
+#include "nmkit/tokenizer.h"
 
 namespace nmkit {
 
@@ -53,6 +55,15 @@ class ModelSource {
   Result<Tensor> load_f32(std::string_view name) const;
   // load_f32 as a TensorLoader for LlamaModel::build (valid while this object lives).
   TensorLoader loader() const;
+  // The tensor's stored bytes in place (MappedTensor), or nullopt for a Hugging Face q/k weight (its
+  // rows are permuted on load). The view keeps the file mapped after this object is gone.
+  std::optional<MappedTensor> stored(std::string_view name) const;
+  // Drops the pages of the tensor's stored bytes from this process's memory (read again, they come
+  // back from the page cache): for a model that has converted the tensor.
+  void release(std::string_view name) const;
+  // load_f32, stored and release for LlamaModel::build; they keep the source's files open and
+  // mapped for as long as the model (or any copy of them) lives.
+  ModelTensors tensors() const;
 
   // The GGUF file itself (metadata for writers that keep it, the tokenizer); nullptr for HF.
   const GgufFile* gguf() const;
@@ -63,8 +74,12 @@ class ModelSource {
   struct Impl;  // opaque: defined in src/model
 
  private:
-  explicit ModelSource(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  explicit ModelSource(std::shared_ptr<const Impl> impl);
+  std::shared_ptr<const Impl> impl_;
 };
+
+// The source's tokenizer: a GGUF file's tokenizer.ggml.* keys (Tokenizer::from_gguf) or a Hugging Face
+// folder's tokenizer.json (Tokenizer::from_hf_json). An Error naming the path when it has none.
+Result<Tokenizer> load_tokenizer(const ModelSource& source);
 
 }  // namespace nmkit

@@ -29,6 +29,7 @@ struct PruneCheckpointJob {
   Pattern pattern;
   PruneMethod method = PruneMethod::Magnitude;
   WeightFormat format = WeightFormat::Dense;
+  StoredLayout layout = StoredLayout::Canonical;  // CutlassSm80 (F16/BF16 weights) with Sparse24
   std::function<bool(std::string_view name)> selected;  // null: every name
   std::function<void(size_t i, size_t n, const std::string& name)> on_tensor;  // progress
 };

@@ -56,28 +56,9 @@ inline float e4m3_to_f32(uint8_t code) {
 }
 
 // Round to nearest, ties to even, saturating to +-448 (infinities too); NaN -> S.1111.111. The sign
-// of zero is kept (-0.0f -> 0x80). Independent of the floating-point rounding mode.
-inline uint8_t f32_to_e4m3(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, 4);
-  const auto sign = static_cast<uint8_t>((bits >> 24) & 0x80);
-  const uint32_t magnitude = bits & 0x7FFFFFFFu;
-  if (magnitude > 0x7F800000u) return static_cast<uint8_t>(sign | 0x7F);
-  if (magnitude < 0x3C800000u) {  // below 2^-6, the smallest normal: multiples of 2^-9
-    float scaled;
-    std::memcpy(&scaled, &magnitude, 4);
-    scaled *= 512.0f;  // exact: a power of two, result below 8
-    auto whole = static_cast<uint32_t>(scaled);
-    const float fraction = scaled - static_cast<float>(whole);
-    if (fraction > 0.5f || (fraction == 0.5f && (whole & 1) != 0)) ++whole;
-    return static_cast<uint8_t>(sign | whole);
-  }
-  // Round the 23-bit mantissa to 3 bits (ties to even); a carry moves into the exponent as it should.
-  const uint32_t rounded = magnitude + 0x7FFFFu + ((magnitude >> 20) & 1);
-  uint32_t code = (rounded >> 20) - (120u << 3);
-  if (code > 0x7E) code = 0x7E;  // saturate: 480 would be the NaN pattern
-  return static_cast<uint8_t>(sign | code);
-}
+// of zero is kept (-0.0f -> 0x80). Independent of the floating-point rounding mode. (The rule is
+// src/quant/quant_rules.h's, shared with the CUDA kernels.)
+uint8_t f32_to_e4m3(float value);
 
 // Codes plus per-row scales. Layout: codes (rows, cols) row-major, one byte per code (int8 or the
 // e4m3 byte); scales (rows) f32. A row's real value is about code * scale.

@@ -54,8 +54,9 @@ class SafetensorsFile {
   Result<TensorView> view(std::string_view name) const;
   const Metadata& metadata() const;
 
+  struct Impl;  // opaque: defined in src/io
+
  private:
-  struct Impl;
   explicit SafetensorsFile(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

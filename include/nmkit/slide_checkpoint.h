@@ -25,6 +25,7 @@ struct SlideCheckpointJob {
   Pattern pattern;  // keep:2N the weights comply with
   int align = 32;   // K' alignment
   WeightFormat format = WeightFormat::Dense;  // Dense or Sparse24 (a slid weight is 2:4)
+  StoredLayout layout = StoredLayout::Canonical;  // CutlassSm80 (F16/BF16 weights) with Sparse24
   std::function<bool(std::string_view name)> selected;  // null: every name
   // Appended ("; HINT") to the error of a weight that does not comply with the pattern (the CLI says
   // which command prunes it).

@@ -47,6 +47,7 @@ enum class ErrorCode {
   Io,               // the operating system refused (open, map, write, rename)
   SameFile,         // an output that is one of the inputs
   Limit,            // a size or count above what nmkit accepts (header, nesting, name length)
+  Cancelled,        // a progress callback stopped the job by throwing (invoke_callback)
 };
 std::string_view error_code_name(ErrorCode code);
 
@@ -71,6 +72,9 @@ class Error {
   Error with_context(const std::string& context) const;
   // Sets the file unless one is set (a message given whole is prefixed "FILE: " unless it starts so).
   Error in_file(const std::string& file) const;
+  // The same error with `code` unless it has one already: a module's boundary classifies what its
+  // internals left Unspecified (SafetensorsFile::open: a bad header is InvalidFile).
+  Error classified(ErrorCode code) const;
 
   const std::string& message() const { return message_; }
   ErrorCode code() const { return code_; }
@@ -159,6 +163,21 @@ class [[nodiscard]] Result<void> {
 using Status = Result<void>;
 
 inline Status ok_status() { return {}; }
+
+// Calls a caller's callback (progress of a long job) when it is set. An exception it throws is how
+// a caller stops the job (Python's Ctrl-C, python/src/bindings.h): it becomes an Error (Cancelled)
+// naming `what`, so that no exception crosses the library (docs/design.md 10.1) and the job ends as
+// on any error, with nothing written.
+template <class F, class... Args>
+Status invoke_callback(const F& callback, std::string_view what, Args&&... args) noexcept {
+  if (!callback) return ok_status();
+  try {
+    callback(std::forward<Args>(args)...);
+    return ok_status();
+  } catch (...) {
+    return Error(ErrorCode::Cancelled, std::string(what) + " stopped the job");
+  }
+}
 
 }  // namespace nmkit
 

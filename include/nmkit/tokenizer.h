@@ -100,7 +100,7 @@ class Tokenizer {
 
   static std::vector<std::string> supported_pre_types();
 
-  struct Impl;
+  struct Impl;  // opaque: defined in src/model (shared by copies: a Tokenizer is immutable)
 
  private:
   explicit Tokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 namespace nmkit {
 namespace {
@@ -45,7 +46,7 @@ Result<CalibMethod> parse_calib_method(std::string_view text) {
   if (text == "magnitude") return CalibMethod::Magnitude;
   if (text == "wanda") return CalibMethod::Wanda;
   if (text == "sparsegpt") return CalibMethod::SparseGpt;
-  return Error("unknown pruning method '" + std::string(text) +
+  return Error(ErrorCode::InvalidArgument, "unknown pruning method '" + std::string(text) +
                "' (expected magnitude, wanda or sparsegpt)");
 }
 
@@ -63,12 +64,12 @@ bool needs_calibration(CalibMethod method) { return method != CalibMethod::Magni
 Result<std::vector<int32_t>> calibration_sequences(const std::vector<int32_t>& tokens, int64_t n_seq,
                                                    int64_t seq_len, std::string_view what) {
   if (n_seq < 1 || seq_len < 1) {
-    return Error("calibration needs at least one sequence of at least one token, got " +
+    return Error(ErrorCode::InvalidArgument, "calibration needs at least one sequence of at least one token, got " +
                  std::to_string(n_seq) + " x " + std::to_string(seq_len));
   }
   const auto n_tokens = static_cast<int64_t>(tokens.size());
   if (n_tokens < seq_len) {
-    return Error(std::string(what) + ": calibration text has " + std::to_string(n_tokens) +
+    return Error(ErrorCode::InvalidArgument, std::string(what) + ": calibration text has " + std::to_string(n_tokens) +
                  " tokens, fewer than one sequence of " + std::to_string(seq_len));
   }
   const int64_t n = std::min(n_seq, n_tokens / seq_len);
@@ -80,81 +81,149 @@ Result<std::vector<int32_t>> calibration_sequences(const std::vector<int32_t>& t
   return out;
 }
 
-Result<CalibReport> calibrate_and_prune(LlamaModel& model, const std::vector<int32_t>& tokens,
-                                        int64_t n_seq, int64_t seq_len, const CalibOptions& options) {
-  const auto t_start = Clock::now();
-  const LlamaParams& p = model.params();
+struct ModelCalibrator::State {
+  LlamaModel* model = nullptr;
+  std::vector<int32_t> tokens;
+  int64_t n_seq = 0, seq_len = 0;
+  CalibOptions options;
+  std::optional<Pattern> packed_pattern;  // the pattern of the repacked form (none when dense)
+  bool full_hessian = false;
+  std::vector<float> hidden, work;  // the block's inputs (all calibration tokens), and its scratch copy
+  int64_t done = 0;
   CalibReport report;
-  report.n_seq = n_seq;
-  report.seq_len = seq_len;
-  report.refit_steps = options.refit_steps;
+  Clock::time_point started;
+
+  bool calibrated() const { return needs_calibration(options.method) || options.refit_steps > 0; }
+  Status run_block();
+  Status prune_linear(int64_t b, const std::string& name, const GroupStats* g, const std::vector<double>& H,
+                      const InverseCholesky& factor, double chol_share, Tensor& out);
+};
+
+ModelCalibrator::ModelCalibrator(std::unique_ptr<State> state) : state_(std::move(state)) {}
+ModelCalibrator::ModelCalibrator(ModelCalibrator&&) noexcept = default;
+ModelCalibrator& ModelCalibrator::operator=(ModelCalibrator&&) noexcept = default;
+ModelCalibrator::~ModelCalibrator() = default;
+
+Result<ModelCalibrator> ModelCalibrator::start(LlamaModel& model, std::vector<int32_t> tokens, int64_t n_seq,
+                                               int64_t seq_len, CalibOptions options) {
+  auto s = std::make_unique<State>();
+  s->started = Clock::now();
+  s->model = &model;
+  s->n_seq = n_seq;
+  s->seq_len = seq_len;
+  s->options = std::move(options);
+  s->report.n_seq = n_seq;
+  s->report.seq_len = seq_len;
+  s->report.refit_steps = s->options.refit_steps;
+  if (s->options.format != CalibLinearFormat::Dense) s->packed_pattern = s->options.pattern;
+  s->full_hessian = s->options.method == CalibMethod::SparseGpt || s->options.refit_steps > 0;
+  if (s->calibrated()) {
+    const int64_t n = n_seq * seq_len, d = model.params().n_embd;
+    if (n_seq < 1 || seq_len < 1 || static_cast<int64_t>(tokens.size()) != n) {
+      return Error("calibration: expected " + std::to_string(n_seq) + " x " + std::to_string(seq_len) +
+                   " tokens, got " + std::to_string(tokens.size()));
+    }
+    s->tokens = std::move(tokens);
+    s->hidden.resize(static_cast<size_t>(n * d));
+    s->work.resize(static_cast<size_t>(n * d));
+    const auto t0 = Clock::now();
+    NMKIT_TRY(model.embed(s->tokens.data(), n, s->hidden.data()));
+    s->report.seconds.forward += seconds_since(t0);
+  }
+  return ModelCalibrator(std::move(s));
+}
+
+int64_t ModelCalibrator::blocks_done() const { return state_->done; }
+bool ModelCalibrator::done() const { return state_->done == state_->model->params().n_layer; }
+
+Status ModelCalibrator::next_block() {
+  if (done()) return Error("calibration: every block is done");
+  NMKIT_TRY(state_->run_block());
+  ++state_->done;
+  state_->report.seconds.total = seconds_since(state_->started);
+  return invoke_callback(state_->options.on_block, "calibration progress", state_->done - 1,
+                         state_->model->params().n_layer);
+}
+
+CalibReport ModelCalibrator::report() const { return state_->report; }
+
+// Prunes block b's linear `name` into `out` by the method (g: its input's statistics, null for
+// magnitude without refit; H, factor: the Hessian and SparseGPT's factor when computed).
+Status ModelCalibrator::State::prune_linear(int64_t b, const std::string& name, const GroupStats* g,
+                                            const std::vector<double>& H, const InverseCholesky& factor,
+                                            double chol_share, Tensor& out) {
+  CalibTimes& times = report.seconds;
+  const std::string full = tensor_name(b, name);
+  auto loaded = model->load_dense_weight(b, name);
+  if (!loaded.ok()) return loaded.error();
+  const TensorView w = loaded->view();
+  LinearReport lr;
+  lr.block = b;
+  lr.name = full;
+  Tensor pruned;
+  const auto tp = Clock::now();
+  if (options.method == CalibMethod::SparseGpt) {
+    auto r = sparsegpt_prune_with(w, factor, options.pattern, options.sparsegpt, full);
+    if (!r.ok()) return r.error();
+    lr.sums = r->sums;
+    lr.weight_relative_error = r->weight_relative_error;
+    lr.damping = factor.damping;
+    lr.dead_inputs = r->dead_inputs;
+    pruned = std::move(r->pruned);
+  } else if (options.method == CalibMethod::Wanda) {
+    auto r = wanda_prune(w, g->stats->act_norms(), options.pattern, full);
+    if (!r.ok()) return r.error();
+    lr.sums = r->sums;
+    lr.weight_relative_error = metrics_from(r->sums).relative_error;
+    pruned = std::move(r->pruned);
+  } else {
+    auto r = prune(w, options.pattern, PruneMethod::Magnitude, {}, full);
+    if (!r.ok()) return r.error();
+    lr.sums = r->sums;
+    lr.weight_relative_error = metrics_from(r->sums).relative_error;
+    pruned = std::move(r->pruned);
+  }
+  const double prune_seconds = seconds_since(tp);
+  times.prune += prune_seconds;
+  lr.seconds = prune_seconds + chol_share;
+  if (options.refit_steps > 0) {
+    auto before = output_error(w, pruned.view(), H.data());
+    if (!before.ok()) return before.error().with_context(full + ": ");
+    lr.refit_before = *before;
+    const auto tr = Clock::now();
+    auto refit = reconstruct_kept(w, pruned, H.data(), options.refit_steps, options.sparsegpt.damping, full);
+    if (!refit.ok()) return refit.error();
+    const double refit_seconds = seconds_since(tr);
+    times.refit += refit_seconds;
+    lr.seconds += refit_seconds;
+    lr.weight_relative_error = relative_difference(w, pruned);
+  }
+  if (!H.empty()) {
+    const auto te = Clock::now();
+    auto e = output_error(w, pruned.view(), H.data());
+    if (!e.ok()) return e.error().with_context(full + ": ");
+    lr.output_error = *e;
+    lr.error_tokens = full_hessian ? g->stats->tokens() : g->error_stats ? g->error_stats->tokens() : 0;
+    times.error += seconds_since(te);
+  }
+  out = pruned.dtype() == DType::F32 ? std::move(pruned) : Tensor::from_f32(pruned.to_f32(), pruned.shape());
+  report.linears.push_back(std::move(lr));
+  return ok_status();
+}
+
+Status ModelCalibrator::State::run_block() {
+  const int64_t b = done;
+  const LlamaParams& p = model->params();
   CalibTimes& times = report.seconds;
   const auto& linear_names = LlamaModel::block_linear_names();
-  const std::optional<Pattern> packed_pattern =
-      options.format == CalibLinearFormat::Dense ? std::nullopt : std::optional<Pattern>(options.pattern);
+  std::vector<Tensor> pruned(linear_names.size());
+  const size_t first_report = report.linears.size();
 
-  // Linears sharing an input are packed together (q/k/v, gate/up), so a block's linears are put
-  // back dense-masked one by one and packed in `options.format` once all of them are pruned.
-  auto replace = [&](int64_t b, const std::string& name, const Tensor& pruned) -> Status {
-    const auto t0 = Clock::now();
-    Tensor f32 = pruned.dtype() == DType::F32 ? Tensor() : Tensor::from_f32(pruned.to_f32(), pruned.shape());
-    const TensorView view = pruned.dtype() == DType::F32 ? pruned.view() : f32.view();
-    Status st = model.replace_linear(b, name, view, CalibLinearFormat::Dense);
-    times.pack += seconds_since(t0);
-    return st;
-  };
-  auto pack_block = [&](int64_t b) -> Status {
-    if (options.format == CalibLinearFormat::Dense) return ok_status();
-    const auto t0 = Clock::now();
-    for (const std::string& name : linear_names) {
-      auto w = model.dense_weight(b, name);
-      if (!w.ok()) return w.error();
-      const Tensor copy = Tensor::copy_of(*w);
-      NMKIT_TRY(model.replace_linear(b, name, copy.view(), options.format, packed_pattern));
+  if (!calibrated()) {  // magnitude: no statistics, no pass
+    for (size_t i = 0; i < linear_names.size(); ++i) {
+      NMKIT_TRY(prune_linear(b, linear_names[i], nullptr, {}, {}, 0, pruned[i]));
     }
-    times.pack += seconds_since(t0);
-    return ok_status();
-  };
-
-  if (options.method == CalibMethod::Magnitude && options.refit_steps == 0) {
-    for (int64_t b = 0; b < p.n_layer; ++b) {
-      for (const std::string& name : linear_names) {
-        const auto t0 = Clock::now();
-        auto w = model.dense_weight(b, name);
-        if (!w.ok()) return w.error();
-        const std::string full = tensor_name(b, name);
-        auto pruned = prune(*w, options.pattern, PruneMethod::Magnitude, {}, full);
-        if (!pruned.ok()) return pruned.error();
-        LinearReport lr;
-        lr.block = b;
-        lr.name = full;
-        lr.sums = pruned->sums;
-        lr.weight_relative_error = metrics_from(pruned->sums).relative_error;
-        lr.seconds = seconds_since(t0);
-        times.prune += lr.seconds;
-        NMKIT_TRY(replace(b, name, pruned->pruned));
-        report.linears.push_back(std::move(lr));
-      }
-      NMKIT_TRY(pack_block(b));
-      if (options.on_block) options.on_block(b, p.n_layer);
-    }
-    times.total = seconds_since(t_start);
-    return report;
-  }
-
-  const int64_t n = n_seq * seq_len, d = p.n_embd;
-  if (n_seq < 1 || seq_len < 1 || static_cast<int64_t>(tokens.size()) != n) {
-    return Error("calibration: expected " + std::to_string(n_seq) + " x " + std::to_string(seq_len) +
-                 " tokens, got " + std::to_string(tokens.size()));
-  }
-  std::vector<float> hidden(static_cast<size_t>(n * d)), work(static_cast<size_t>(n * d));
-  auto t0 = Clock::now();
-  NMKIT_TRY(model.embed(tokens.data(), n, hidden.data()));
-  times.forward += seconds_since(t0);
-  const bool sparsegpt = options.method == CalibMethod::SparseGpt;
-  const bool full_hessian = sparsegpt || options.refit_steps > 0;
-
-  for (int64_t b = 0; b < p.n_layer; ++b) {
+  } else {
     std::vector<GroupStats> groups;
     double hook_seconds = 0;
     const LinearHook hook = [&](const LinearInput& in) -> Status {
@@ -188,30 +257,24 @@ Result<CalibReport> calibrate_and_prune(LlamaModel& model, const std::vector<int
       return ok_status();
     };
     std::copy(hidden.begin(), hidden.end(), work.begin());
-    t0 = Clock::now();
-    NMKIT_TRY(model.run_block(b, work.data(), n_seq, seq_len, hook));
+    auto t0 = Clock::now();
+    NMKIT_TRY(model->run_block(b, work.data(), n_seq, seq_len, hook));
     times.forward += seconds_since(t0) - hook_seconds;
     times.stats += hook_seconds;
-
     for (const std::string& name : linear_names) {
-      const GroupStats* g = nullptr;
-      for (const GroupStats& existing : groups) {
-        if (std::find(existing.names.begin(), existing.names.end(), name) != existing.names.end()) {
-          g = &existing;
-        }
-      }
-      if (g == nullptr) return Error("calibration: block " + std::to_string(b) + " never ran linear " + name);
+      const bool seen = std::any_of(groups.begin(), groups.end(), [&](const GroupStats& g) {
+        return std::find(g.names.begin(), g.names.end(), name) != g.names.end();
+      });
+      if (!seen) return Error("calibration: block " + std::to_string(b) + " never ran linear " + name);
     }
-
     for (const GroupStats& g : groups) {
-      const std::string group_name = tensor_name(b, g.names.front());
       std::vector<double> H;
       InverseCholesky factor;
       double chol_share = 0;
       if (full_hessian) H = g.stats->hessian();
-      if (sparsegpt) {
+      if (options.method == CalibMethod::SparseGpt) {
         const auto tc = Clock::now();
-        auto f = inverse_cholesky(H.data(), g.stats->K(), options.sparsegpt.damping, group_name);
+        auto f = inverse_cholesky(H.data(), g.stats->K(), options.sparsegpt.damping, tensor_name(b, g.names.front()));
         if (!f.ok()) return f.error();
         factor = std::move(*f);
         const double chol = seconds_since(tc);
@@ -220,88 +283,49 @@ Result<CalibReport> calibrate_and_prune(LlamaModel& model, const std::vector<int
       } else if (g.error_stats) {
         H = g.error_stats->hessian();
       }
-      const int64_t error_tokens = full_hessian ? g.stats->tokens() : g.error_stats ? g.error_stats->tokens() : 0;
-      const std::vector<float> norms = sparsegpt ? std::vector<float>() : g.stats->act_norms();
       for (const std::string& name : g.names) {
-        const std::string full = tensor_name(b, name);
-        auto w = model.dense_weight(b, name);
-        if (!w.ok()) return w.error();
-        LinearReport lr;
-        lr.block = b;
-        lr.name = full;
-        Tensor pruned;
-        const auto tp = Clock::now();
-        if (sparsegpt) {
-          auto r = sparsegpt_prune_with(*w, factor, options.pattern, options.sparsegpt, full);
-          if (!r.ok()) return r.error();
-          lr.sums = r->sums;
-          lr.weight_relative_error = r->weight_relative_error;
-          lr.damping = factor.damping;
-          lr.dead_inputs = r->dead_inputs;
-          pruned = std::move(r->pruned);
-        } else if (options.method == CalibMethod::Wanda) {
-          auto r = wanda_prune(*w, norms, options.pattern, full);
-          if (!r.ok()) return r.error();
-          lr.sums = r->sums;
-          lr.weight_relative_error = metrics_from(r->sums).relative_error;
-          pruned = std::move(r->pruned);
-        } else {
-          auto r = prune(*w, options.pattern, PruneMethod::Magnitude, {}, full);
-          if (!r.ok()) return r.error();
-          lr.sums = r->sums;
-          lr.weight_relative_error = metrics_from(r->sums).relative_error;
-          pruned = std::move(r->pruned);
-        }
-        const double prune_seconds = seconds_since(tp);
-        times.prune += prune_seconds;
-        lr.seconds = prune_seconds + chol_share;
-        if (options.refit_steps > 0) {
-          auto before = output_error(*w, pruned.view(), H.data());
-          if (!before.ok()) return before.error().with_context(full + ": ");
-          lr.refit_before = *before;
-          const auto tr = Clock::now();
-          auto refit = reconstruct_kept(*w, pruned, H.data(), options.refit_steps,
-                                        options.sparsegpt.damping, full);
-          if (!refit.ok()) return refit.error();
-          const double refit_seconds = seconds_since(tr);
-          times.refit += refit_seconds;
-          lr.seconds += refit_seconds;
-          lr.weight_relative_error = relative_difference(*w, pruned);
-        }
-        if (!H.empty()) {
-          const auto te = Clock::now();
-          auto e = output_error(*w, pruned.view(), H.data());
-          if (!e.ok()) return e.error().with_context(full + ": ");
-          lr.output_error = *e;
-          lr.error_tokens = error_tokens;
-          times.error += seconds_since(te);
-        }
-        NMKIT_TRY(replace(b, name, pruned));
-        report.linears.push_back(std::move(lr));
+        const auto i = static_cast<size_t>(std::find(linear_names.begin(), linear_names.end(), name) -
+                                           linear_names.begin());
+        NMKIT_TRY(prune_linear(b, name, &g, H, factor, chol_share, pruned[i]));
       }
     }
-    NMKIT_TRY(pack_block(b));
-    if (b + 1 < p.n_layer) {  // the pruned block gives the next one its inputs
-      t0 = Clock::now();
-      NMKIT_TRY(model.run_block(b, hidden.data(), n_seq, seq_len));
-      times.forward += seconds_since(t0);
-    }
-    if (options.on_block) options.on_block(b, p.n_layer);
   }
-  // Report the linears in the model's order within each block.
-  std::stable_sort(report.linears.begin(), report.linears.end(),
+  // The block's linears repacked once, in their final form; the pruned weights leave for the writer.
+  const auto tk = Clock::now();
+  std::vector<TensorView> views;
+  for (const Tensor& t : pruned) views.push_back(t.view());
+  NMKIT_TRY(model->replace_block(b, views, options.format, packed_pattern));
+  times.pack += seconds_since(tk);
+  if (calibrated() && b + 1 < p.n_layer) {  // the pruned block gives the next one its inputs
+    const auto t0 = Clock::now();
+    NMKIT_TRY(model->run_block(b, hidden.data(), n_seq, seq_len));
+    times.forward += seconds_since(t0);
+  }
+  // Report the block's linears in the model's order.
+  std::stable_sort(report.linears.begin() + static_cast<std::ptrdiff_t>(first_report), report.linears.end(),
                    [&](const LinearReport& a, const LinearReport& c) {
-                     if (a.block != c.block) return a.block < c.block;
                      auto index = [&](const std::string& full) {
                        for (size_t i = 0; i < linear_names.size(); ++i) {
-                         if (full == tensor_name(a.block, linear_names[i])) return i;
+                         if (full == tensor_name(b, linear_names[i])) return i;
                        }
                        return linear_names.size();
                      };
                      return index(a.name) < index(c.name);
                    });
-  times.total = seconds_since(t_start);
-  return report;
+  if (options.on_pruned) {
+    std::vector<NamedTensor> out;
+    for (size_t i = 0; i < linear_names.size(); ++i) out.push_back({tensor_name(b, linear_names[i]), std::move(pruned[i])});
+    NMKIT_TRY(options.on_pruned(b, std::move(out)));
+  }
+  return ok_status();
+}
+
+Result<CalibReport> calibrate_and_prune(LlamaModel& model, const std::vector<int32_t>& tokens, int64_t n_seq,
+                                        int64_t seq_len, const CalibOptions& options) {
+  auto calibrator = ModelCalibrator::start(model, tokens, n_seq, seq_len, options);
+  if (!calibrator.ok()) return calibrator.error();
+  while (!calibrator->done()) NMKIT_TRY(calibrator->next_block());
+  return calibrator->report();
 }
 
 }  // namespace nmkit

@@ -16,8 +16,8 @@ bool parse_small_int(std::string_view text, int& out) {
 
 Result<Pattern> Pattern::make(int keep, int group) {
   if (keep < 1 || group <= keep || group > kMaxGroup) {
-    return Error("invalid pattern '" + std::to_string(keep) + ":" + std::to_string(group) +
-                 "': need 1 <= keep < group <= " + std::to_string(kMaxGroup));
+    return Error(ErrorCode::InvalidArgument, "invalid pattern '" + std::to_string(keep) + ":" + std::to_string(group) +
+                                                 "': need 1 <= keep < group <= " + std::to_string(kMaxGroup));
   }
   return Pattern{keep, group};
 }
@@ -28,13 +28,13 @@ Result<Pattern> Pattern::parse(std::string_view text) {
   int group = 0;
   if (colon == std::string_view::npos || !parse_small_int(text.substr(0, colon), keep) ||
       !parse_small_int(text.substr(colon + 1), group)) {
-    return Error("invalid pattern '" + std::string(text) +
-                 "': expected keep:group such as 2:4 or 6:8");
+    return Error(ErrorCode::InvalidArgument,
+                 "invalid pattern '" + std::string(text) + "': expected keep:group such as 2:4 or 6:8");
   }
   auto pattern = make(keep, group);
   if (!pattern.ok()) {
-    return Error("invalid pattern '" + std::string(text) + "': need 1 <= keep < group <= " +
-                 std::to_string(kMaxGroup));
+    return Error(ErrorCode::InvalidArgument,
+                 "invalid pattern '" + std::string(text) + "': need 1 <= keep < group <= " + std::to_string(kMaxGroup));
   }
   return pattern;
 }

@@ -57,6 +57,7 @@ std::string_view error_code_name(ErrorCode code) {
     case ErrorCode::Io: return "i/o";
     case ErrorCode::SameFile: return "same file";
     case ErrorCode::Limit: return "limit";
+    case ErrorCode::Cancelled: return "cancelled";
   }
   return "unknown";
 }
@@ -121,6 +122,12 @@ Error Error::with_context(const std::string& context) const {
 Error Error::in_file(const std::string& file) const {
   if (details().file || message_.rfind(file + ":", 0) == 0) return *this;
   return with_file(file);
+}
+
+Error Error::classified(ErrorCode code) const {
+  Error e = *this;
+  if (e.code_ == ErrorCode::Unspecified) e.code_ = code;
+  return e;
 }
 
 void Error::format() {

@@ -9,6 +9,7 @@
 //   spinning briefly first so back-to-back kernel calls (decode: a layer every few hundred
 //   microseconds) do not pay a futex wake-up each time.
 #include "nmkit/threads.h"
+#include "core/thread_costs.h"
 
 #include <algorithm>
 #include <atomic>

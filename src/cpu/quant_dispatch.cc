@@ -8,16 +8,12 @@
 #include <mutex>
 
 #include "cpu/kernel_table.h"
+#include "quant/quant_rules.h"
 
 namespace nmkit::cpu {
 namespace {
 
-// Input column (relative to the row start) of output column r for any r >= 0, continuing the
-// group pattern past K_prime_raw (those inputs lie past K_pad and read as zero).
-int64_t lifted_source(int64_t r, int64_t in_group, int64_t out_group) {
-  const int64_t within = r % out_group;
-  return (r / out_group) * in_group + 2 * (within / 4) + within % 4;
-}
+using quant_rules::lifted_source;
 
 struct PhaseStorage {
   std::vector<int64_t> base;
@@ -118,11 +114,7 @@ uint32_t nonfinite_abs_bits(DType dtype) {
 }
 
 uint8_t quantize_value(QuantType type, float product) {
-  if (std::isnan(product)) return 0;  // 0 * inf, only when inv is infinite
-  if (type == QuantType::E4M3) return f32_to_e4m3(product);
-  // Clamping before rounding equals rounding before clamping: the bounds are integers.
-  const float clamped = std::fmin(std::fmax(product, -127.0f), 127.0f);
-  return static_cast<uint8_t>(static_cast<int8_t>(std::nearbyint(clamped)));
+  return quant_rules::code_of(type == QuantType::E4M3, product);
 }
 
 void quantize_row_values(const QuantRowsArgs& args, const std::byte* src_row, float inv,

@@ -45,6 +45,11 @@ inline uint64_t load_bits(const std::byte* p, size_t esize) {
   }
 }
 
+// A sparse24 metadata nibble idx0 | idx1 << 2 with idx0 < idx1: 0x4, 0x8, 0x9, 0xC, 0xD or 0xE.
+inline bool valid_sparse24_nibble(unsigned nibble) {
+  return nibble == 0x4 || nibble == 0x8 || nibble == 0x9 || nibble == 0xC || nibble == 0xD || nibble == 0xE;
+}
+
 // The fill rule of docs/design.md 4.2/4.3: the group's non-zero positions, then its lowest-index zero
 // positions (padding positions of a tail group count as zeros) until `keep` positions are chosen.
 // `nonzero` has bit j set for a non-zero at group position j < group, `count` of them, <= keep.
@@ -95,11 +100,11 @@ inline std::string name_prefix(std::string_view name) {
 inline Status check_dense(const TensorView& dense, std::string_view name) {
   if (dense.shape.size() != 2 || dense.shape[0] < 0 || dense.shape[1] < 0) {
     return Error(name_prefix(name) + "compression needs a 2-D tensor [rows, K], got shape " +
-                 shape_str(dense.shape));
+                 shape_str(dense.shape)).classified(ErrorCode::InvalidArgument);
   }
   if (!is_prunable(dense.dtype)) {
     return Error(name_prefix(name) + "dtype " + std::string(dtype_name(dense.dtype)) +
-                 " cannot be compressed (expected F32, F16 or BF16)");
+                 " cannot be compressed (expected F32, F16 or BF16)").classified(ErrorCode::Unsupported);
   }
   if (dense.data == nullptr && dense.numel() > 0) return Error(name_prefix(name) + "has no data");
   return ok_status();
@@ -108,7 +113,7 @@ inline Status check_dense(const TensorView& dense, std::string_view name) {
 inline Error violation_error(std::string_view name, const Violation& v, Pattern pattern) {
   return Error(name_prefix(name) + "row " + std::to_string(v.row) + ", group " +
                std::to_string(v.group) + " has " + std::to_string(v.nonzeros) +
-               " non-zeros, more than pattern " + pattern.str() + " allows");
+               " non-zeros, more than pattern " + pattern.str() + " allows").classified(ErrorCode::InvalidValue);
 }
 
 // Runs scan(r0, r1, stop_row) over rows in parallel; scan returns the first violation of its rows

@@ -54,11 +54,6 @@ Status pack_rows(const TensorView& dense, Sparse24& out, std::string_view name) 
   return ok_status();
 }
 
-bool valid_nibble(unsigned nibble) {
-  return nibble == 0x4 || nibble == 0x8 || nibble == 0x9 || nibble == 0xC || nibble == 0xD ||
-         nibble == 0xE;
-}
-
 }  // namespace
 
 Result<Sparse24> compress_sparse24(const TensorView& dense, std::string_view name) {
@@ -130,7 +125,7 @@ Status validate(const Sparse24& packed, std::string_view name) {
     const std::byte* vals = packed.values.data() + static_cast<size_t>(r * groups * 2) * es;
     for (int64_t g = 0; g < groups; ++g) {
       const unsigned nibble = (meta[g / 2] >> ((g & 1) * 4)) & 0xFu;
-      if (!valid_nibble(nibble)) {
+      if (!format_detail::valid_sparse24_nibble(nibble)) {
         return Error(pre + "row " + std::to_string(r) + ", group " + std::to_string(g) +
                      " has invalid metadata nibble " + std::to_string(nibble));
       }

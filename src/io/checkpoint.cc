@@ -35,6 +35,11 @@ Result<std::vector<PartSpec>> expected_parts(const std::string& path, const std:
     case WeightFormat::Dense:
       return std::vector<PartSpec>{{name, r.dtype, r.shape}};
     case WeightFormat::Sparse24: {
+      if (r.layout == StoredLayout::CutlassSm80) {
+        const CutlassSm80 g = cutlass_sm80_geometry(r.dtype, rows, K);
+        return std::vector<PartSpec>{{name + ".values", r.dtype, {g.rows_pad(), g.K_pad() / 2}},
+                                     {name + ".meta", DType::U8, {g.rows_pad(), g.meta_row_bytes()}}};
+      }
       const int64_t K_pad = (K + 3) / 4 * 4;
       return std::vector<PartSpec>{{name + ".values", r.dtype, {rows, K_pad / 2}},
                                    {name + ".meta", DType::U8, {rows, (K_pad + 7) / 8}}};
@@ -55,7 +60,7 @@ Result<std::vector<const TensorInfo*>> resolve_parts(const SafetensorsFile& file
                                                      const WeightRecord& record) {
   auto specs = expected_parts(file.path(), name, record);
   if (!specs.ok()) return specs.error();
-  const std::string format(weight_format_name(record.format));
+  const std::string format(stored_format_name({record.format, record.layout}));
   std::vector<const TensorInfo*> parts;
   for (const PartSpec& spec : *specs) {
     const TensorInfo* info = file.find(spec.name);
@@ -95,6 +100,13 @@ Status check_stored(const SafetensorsFile& file, const StoredTensor& stored) {
 }  // namespace
 
 std::vector<OutputTensor> packed_outputs(const std::string& name, Sparse24 packed) {
+  std::vector<OutputTensor> out;
+  out.push_back(OutputTensor::owning(name + ".values", std::move(packed.values)));
+  out.push_back(OutputTensor::owning(name + ".meta", std::move(packed.meta)));
+  return out;
+}
+
+std::vector<OutputTensor> packed_outputs(const std::string& name, CutlassSm80 packed) {
   std::vector<OutputTensor> out;
   out.push_back(OutputTensor::owning(name + ".values", std::move(packed.values)));
   out.push_back(OutputTensor::owning(name + ".meta", std::move(packed.meta)));
@@ -155,6 +167,14 @@ Result<LoadedWeight> load_weight(const SafetensorsFile& file, const StoredTensor
   }
   const WeightRecord& record = *stored.record;
   const std::string context = file.path() + ": ";
+  if (record.layout == StoredLayout::CutlassSm80) {
+    CutlassSm80 layout = cutlass_sm80_geometry(record.dtype, record.shape[0], record.shape[1]);
+    layout.values = Tensor::copy_of(file.view(*stored.parts[0]));
+    layout.meta = Tensor::copy_of(file.view(*stored.parts[1]));
+    auto packed = from_cutlass_sm80(layout, stored.name);  // validates
+    if (!packed.ok()) return packed.error().with_context(context);
+    return LoadedWeight(std::move(*packed));
+  }
   if (record.format == WeightFormat::Sparse24) {
     Sparse24 packed;
     packed.K = record.shape[1];

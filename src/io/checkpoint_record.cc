@@ -104,6 +104,20 @@ Result<WeightFormat> parse_weight_format(std::string_view text) {
   return Error("unknown format " + io::quote_name(text) + ": expected dense, sparse24 or nm");
 }
 
+std::string_view stored_format_name(StoredFormat format) {
+  if (format.format == WeightFormat::Sparse24 && format.layout == StoredLayout::CutlassSm80) return "cutlass_sm80";
+  return weight_format_name(format.format);
+}
+
+Result<StoredFormat> parse_stored_format(std::string_view text) {
+  if (text == "cutlass_sm80") return StoredFormat{WeightFormat::Sparse24, StoredLayout::CutlassSm80};
+  auto format = parse_weight_format(text);
+  if (!format.ok()) {
+    return Error("unknown format " + io::quote_name(text) + ": expected dense, sparse24, nm or cutlass_sm80");
+  }
+  return StoredFormat{*format, StoredLayout::Canonical};
+}
+
 std::string record_key(std::string_view name) { return "nmkit." + std::string(name); }
 
 bool is_record_value(std::string_view value) {
@@ -131,7 +145,7 @@ WeightRecord record_for(const NMPacked& packed) {
 
 std::string encode_record(const WeightRecord& record) {
   ordered_json out = ordered_json::object();
-  out["format"] = std::string(weight_format_name(record.format));
+  out["format"] = std::string(stored_format_name({record.format, record.layout}));
   out["pattern"] = record.pattern.str();
   out["dtype"] = std::string(dtype_name(record.dtype));
   out["shape"] = record.shape;
@@ -167,9 +181,10 @@ Result<WeightRecord> decode_record(std::string_view file, std::string_view name,
   WeightRecord record;
   auto format_text = get_string(root, "format", where);
   if (!format_text.ok()) return format_text.error();
-  auto format = parse_weight_format(*format_text);
+  auto format = parse_stored_format(*format_text);
   if (!format.ok()) return format.error().with_context(where);
-  record.format = *format;
+  record.format = format->format;
+  record.layout = format->layout;
 
   auto pattern_text = get_string(root, "pattern", where);
   if (!pattern_text.ok()) return pattern_text.error();
@@ -177,7 +192,8 @@ Result<WeightRecord> decode_record(std::string_view file, std::string_view name,
   if (!pattern.ok()) return pattern.error().with_context(where);
   record.pattern = *pattern;
   if (record.format == WeightFormat::Sparse24 && record.pattern != Pattern{2, 4}) {
-    return Error(where + "format sparse24 with pattern " + record.pattern.str() + " (sparse24 is 2:4 only)");
+    const std::string stored(stored_format_name(*format));
+    return Error(where + "format " + stored + " with pattern " + record.pattern.str() + " (" + stored + " is 2:4 only)");
   }
 
   auto dtype_text = get_string(root, "dtype", where);
@@ -185,6 +201,9 @@ Result<WeightRecord> decode_record(std::string_view file, std::string_view name,
   const auto dtype = dtype_from_name(*dtype_text);
   if (!dtype.ok()) return Error(where + "unknown dtype " + io::quote_name(*dtype_text));
   record.dtype = *dtype;
+  if (record.layout == StoredLayout::CutlassSm80 && record.dtype != DType::F16 && record.dtype != DType::BF16) {
+    return Error(where + "format cutlass_sm80 with dtype " + *dtype_text + " (it holds F16 or BF16 values)");
+  }
 
   const auto shape_it = root.find("shape");
   if (shape_it == root.end()) return Error(where + "missing field \"shape\"");

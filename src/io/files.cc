@@ -168,13 +168,13 @@ Status check_distinct_files(const std::vector<FileRole>& outputs, const std::vec
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (same(id, input_ids[i])) {
         return Error(output.label + " " + shown(output.path) + ": same file as the " + inputs[i].label + " " +
-                     shown(inputs[i].path));
+                     shown(inputs[i].path)).classified(ErrorCode::SameFile);
       }
     }
     for (size_t p = 0; p < output_ids.size(); ++p) {
       if (same(id, output_ids[p])) {
         return Error(output.label + " " + shown(output.path) + ": same file as " + outputs[p].label + " " +
-                     shown(outputs[p].path));
+                     shown(outputs[p].path)).classified(ErrorCode::SameFile);
       }
     }
     output_ids.push_back(id);
@@ -199,7 +199,7 @@ Result<PendingFile> PendingFile::create(const std::string& path, uint64_t size) 
   auto target = resolve_output_path(path);
   if (!target.ok()) return target.error();
   struct stat st {};
-  if (::stat(target->c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return Error(path + ": is a folder");
+  if (::stat(target->c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return Error(path + ": is a folder").classified(ErrorCode::Io);
   const std::string prefix = temp_prefix(*target);
   remove_stale_temporaries(prefix);
 
@@ -211,7 +211,7 @@ Result<PendingFile> PendingFile::create(const std::string& path, uint64_t size) 
   if (file.fd_ < 0) {
     const int err = errno;
     file.temp_.clear();
-    return Error(path + ": cannot create a temporary file next to it: " + io::errno_text(err));
+    return Error(path + ": cannot create a temporary file next to it: " + io::errno_text(err)).classified(ErrorCode::Io);
   }
   file.slot_ = io::register_temporary(file.temp_.c_str());
   // Held until the file is closed: tells a later run that this temporary is not stale.
@@ -221,8 +221,11 @@ Result<PendingFile> PendingFile::create(const std::string& path, uint64_t size) 
     const int err = ::posix_fallocate(file.fd_, 0, static_cast<off_t>(size));
     if (err != 0) return file.failure("cannot allocate " + std::to_string(size) + " bytes", err);
     // MAP_POPULATE: every page is written, so map them all in one pass instead of one page fault
-    // per 4 KiB inside the writer.
-    void* map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, file.fd_, 0);
+    // per 4 KiB inside the writer; but a populated mapping holds the whole file in the process's
+    // resident set, so a file larger than kPopulateLimit is mapped page by page as it is written and
+    // its writer releases each tensor's pages once filled (docs/design.md 11.7).
+    const int populate = size <= io::kPopulateLimit ? MAP_POPULATE : 0;
+    void* map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | populate, file.fd_, 0);
     if (map == MAP_FAILED) return file.failure("cannot map " + std::to_string(size) + " bytes", errno);
     file.data_ = static_cast<std::byte*>(map);
     file.size_ = size;
@@ -254,7 +257,7 @@ void PendingFile::unmap() {
 }
 
 Error PendingFile::failure(const std::string& what, int err) const {
-  return Error(temp_ + ": " + what + ": " + io::errno_text(err));
+  return Error(temp_ + ": " + what + ": " + io::errno_text(err)).classified(ErrorCode::Io);
 }
 
 Status PendingFile::append(std::string_view bytes) {
@@ -264,7 +267,7 @@ Status PendingFile::append(std::string_view bytes) {
     const ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return Error(path_ + ": write failed: " + io::errno_text(errno));
+      return Error(path_ + ": write failed: " + io::errno_text(errno)).classified(ErrorCode::Io);
     }
     done += static_cast<size_t>(n);
   }
@@ -286,7 +289,7 @@ Status PendingFile::commit() {
   NMKIT_TRY(finish());
   NMKIT_ASSERT(!committed_);
   if (::rename(temp_.c_str(), target_.c_str()) != 0) {
-    return Error(path_ + ": cannot rename " + temp_ + " onto it: " + io::errno_text(errno));
+    return Error(path_ + ": cannot rename " + temp_ + " onto it: " + io::errno_text(errno)).classified(ErrorCode::Io);
   }
   committed_ = true;
   io::unregister_temporary(std::exchange(slot_, -1));

@@ -31,7 +31,7 @@ Result<GgufFile> GgufFile::open(const std::string& path) {
   auto file = io::MappedFile::open_read(path);
   if (!file.ok()) return file.error();
   auto parsed = io::parse_gguf(path, file->data(), file->size());
-  if (!parsed.ok()) return parsed.error();
+  if (!parsed.ok()) return parsed.error().classified(ErrorCode::InvalidFile);
   auto impl = std::make_unique<Impl>();
   impl->path = path;
   impl->file = std::move(*file);
@@ -162,7 +162,7 @@ std::span<const std::byte> GgufFile::raw(const GgufTensorInfo& info) const {
 
 Result<Tensor> GgufFile::dequantize(std::string_view name) const {
   const GgufTensorInfo* info = find(name);
-  if (info == nullptr) return Error(path() + ": no tensor " + io::quote_name(name));
+  if (info == nullptr) return Error(path() + ": no tensor " + io::quote_name(name)).classified(ErrorCode::NotFound);
   return dequantize(*info);
 }
 

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "io/mapped_file.h"
 #include "io/gguf_parse.h"
 #include "io/text.h"
 #include "nmkit/files.h"
@@ -244,6 +245,10 @@ Status write_gguf(const std::string& path, const std::vector<GgufKeyValue>& meta
         options.on_tensor(i, tensors.size(), shown);
       }
       NMKIT_TRY(t.fill(data + layout->offsets[i]));
+      if (total > io::kPopulateLimit) {  // written: its pages leave the resident set (files.cc)
+        const uint64_t end = i + 1 < tensors.size() ? layout->offsets[i + 1] : layout->data_size;
+        io::release_pages(data + layout->offsets[i], end - layout->offsets[i]);
+      }
     } catch (const std::exception& e) {
       return Error(path + ": tensor " + io::quote_name(t.name) + ": " + io::one_line(e.what(), 200));
     } catch (...) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -22,16 +23,19 @@ std::string errno_text(int err) {
 
 Result<MappedFile> MappedFile::open_read(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Error(path + ": cannot open: " + errno_text(errno));
+  if (fd < 0) {
+    const int err = errno;
+    return Error(err == ENOENT ? ErrorCode::NotFound : ErrorCode::Io, "cannot open: " + errno_text(err)).with_file(path);
+  }
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
-    return Error(path + ": cannot stat: " + errno_text(err));
+    return Error(ErrorCode::Io, "cannot stat: " + errno_text(err)).with_file(path);
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return Error(path + ": not a regular file");
+    return Error(ErrorCode::Io, "not a regular file").with_file(path);
   }
   const auto size = static_cast<size_t>(st.st_size);
   if (size == 0) {
@@ -41,8 +45,19 @@ Result<MappedFile> MappedFile::open_read(const std::string& path) {
   void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   const int err = errno;
   ::close(fd);  // the mapping keeps its own reference to the file
-  if (map == MAP_FAILED) return Error(path + ": cannot map " + std::to_string(size) + " bytes: " + errno_text(err));
+  if (map == MAP_FAILED) {
+    return Error(ErrorCode::Io, "cannot map " + std::to_string(size) + " bytes: " + errno_text(err)).with_file(path);
+  }
   return MappedFile(static_cast<const std::byte*>(map), size, io::register_mapping(map, size, path.c_str()));
+}
+
+void release_pages(const void* data, size_t bytes) {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t first = (begin + page - 1) / page * page, last = (begin + bytes) / page * page;
+  // Only whole pages: the neighbours' bytes on a shared page stay mapped. Advice, so a failure
+  // (never expected on a valid mapping) changes nothing but memory use.
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 MappedFile::MappedFile(MappedFile&& other) noexcept

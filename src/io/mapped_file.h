@@ -33,6 +33,17 @@ class MappedFile {
   int slot_ = -1;  // in the registry mapped_input_at() reads (a SIGBUS names this file)
 };
 
+// Drops this process's mapping of the whole pages inside [data, data + bytes) of a read-only file
+// mapping (MADV_DONTNEED on a MAP_PRIVATE mapping that was never written): they leave the process's
+// resident set and come back from the page cache if read again. For a model that has converted a
+// tensor of its file and will not read those bytes again (docs/design.md 14).
+void release_pages(const void* data, size_t bytes);
+
+// Outputs up to this size are mapped populated (one pass instead of a fault per page); larger ones
+// page by page, each tensor's pages released once it is written (release_pages), so that writing a
+// model does not hold the whole output in the writer's resident set.
+inline constexpr size_t kPopulateLimit = size_t{1} << 30;
+
 // "strerror(errno)" for messages; thread-safe (strerror_r).
 std::string errno_text(int err);
 

@@ -22,7 +22,7 @@ Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   auto map = io::MappedFile::open_read(path);
   if (!map.ok()) return map.error();
   auto header = io::parse_safetensors_header(path, map->data(), map->size());
-  if (!header.ok()) return header.error();
+  if (!header.ok()) return header.error().classified(ErrorCode::InvalidFile);
 
   auto impl = std::make_unique<Impl>();
   impl->path = path;
@@ -54,7 +54,7 @@ TensorView SafetensorsFile::view(const TensorInfo& info) const {
 
 Result<TensorView> SafetensorsFile::view(std::string_view name) const {
   const TensorInfo* info = find(name);
-  if (info == nullptr) return Error(impl_->path + ": no tensor " + io::quote_name(name));
+  if (info == nullptr) return Error(impl_->path + ": no tensor " + io::quote_name(name)).classified(ErrorCode::NotFound);
   return view(*info);
 }
 

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/mapped_file.h"
 #include "io/safetensors_header.h"
 #include "io/text.h"
 #include "nmkit/files.h"
@@ -154,6 +155,10 @@ Result<PendingFile> prepare_safetensors(const std::string& path, const std::vect
     try {
       if (options.on_tensor) options.on_tensor(i, tensors.size(), t);
       NMKIT_TRY(t.fill(data + layout->begins[i]));
+      if (total > io::kPopulateLimit) {  // written: its pages leave the resident set (files.cc)
+        const uint64_t end = i + 1 < tensors.size() ? layout->begins[i + 1] : layout->data_size;
+        io::release_pages(data + layout->begins[i], end - layout->begins[i]);
+      }
     } catch (const std::exception& e) {
       return Error(path + ": tensor " + io::quote_name(t.name) + ": " + io::one_line(e.what(), 200));
     } catch (...) {

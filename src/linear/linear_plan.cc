@@ -12,6 +12,7 @@
 #include "linear/linear_driver.h"
 #include "nmkit/cpu.h"
 #include "nmkit/threads.h"
+#include "core/thread_costs.h"
 
 namespace nmkit::linear {
 namespace {

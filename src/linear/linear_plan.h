@@ -57,7 +57,7 @@ size_t plan_bytes(const cpu::PackedLinear& w, const LinearPlan& plan);
 // About how long one thread takes for a call of `tokens` tokens on packed form w (its weight bytes at
 // one core's stream rate, or its dense-equivalent products at one core's rate, whichever is longer).
 // The pool splits a call, and oneDNN (which always starts the whole team) runs one, only when that
-// saves more than starting the workers costs (threads.h grain_for).
+// saves more than starting the workers costs (core/thread_costs.h grain_for).
 double one_thread_seconds(const cpu::PackedLinear& w, int64_t tokens);
 // The same for oneDNN's GEMM of `type` on w's dense rows (oneDNN's own one-thread rates).
 double onednn_one_thread_seconds(const cpu::PackedLinear& w, int64_t tokens, MatmulType type);

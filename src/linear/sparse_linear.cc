@@ -20,6 +20,7 @@
 #include "nmkit/linear.h"
 #include "nmkit/quant.h"
 #include "nmkit/threads.h"
+#include "core/thread_costs.h"
 
 namespace nmkit {
 
@@ -59,9 +60,12 @@ int64_t token_lane_block(int64_t K_x) {
 
 }  // namespace
 
+// A SparseLinear's state is the plan's view of the layer (linear_plan.h), nothing more.
+struct SparseLinear::Impl : LinearLayer {};
+
 struct SparseLinearAccess {
   static SparseLinear make(std::unique_ptr<PackedLinear> packed, const LinearOptions& options) {
-    auto layer = std::make_unique<LinearLayer>();
+    auto layer = std::make_unique<SparseLinear::Impl>();
     layer->packed = std::move(packed);
     layer->onednn = options.onednn;
     return SparseLinear(std::move(layer));
@@ -87,7 +91,7 @@ Result<SparseLinear> finish(Result<std::unique_ptr<PackedLinear>> packed, const 
 
 }  // namespace
 
-SparseLinear::SparseLinear(std::unique_ptr<LinearLayer> layer) : layer_(std::move(layer)) {}
+SparseLinear::SparseLinear(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 SparseLinear::SparseLinear(SparseLinear&&) noexcept = default;
 SparseLinear& SparseLinear::operator=(SparseLinear&&) noexcept = default;
 SparseLinear::~SparseLinear() = default;
@@ -172,13 +176,13 @@ Result<SparseLinear> SparseLinear::slid(const TensorView& slid_weight, const Sli
 }
 
 Status SparseLinear::set_bias(const TensorView& bias) {
-  if (bias.numel() != layer_->packed->rows || bias.shape.size() != 1) {
-    return Error("linear: bias shape " + shape_str(bias.shape) + " does not match rows " + std::to_string(layer_->packed->rows));
+  if (bias.numel() != impl_->packed->rows || bias.shape.size() != 1) {
+    return Error("linear: bias shape " + shape_str(bias.shape) + " does not match rows " + std::to_string(impl_->packed->rows));
   }
   if (!is_prunable(bias.dtype)) return Error("linear: bias dtype " + std::string(dtype_name(bias.dtype)) + " is not f32/bf16/f16");
-  layer_->packed->bias = cpu::AlignedBytes::zeros(static_cast<size_t>(layer_->packed->rows) * 4);
-  convert_to_f32(bias.dtype, bias.data, layer_->packed->bias.as<float>(), static_cast<size_t>(layer_->packed->rows));
-  layer_->packed->has_bias = true;
+  impl_->packed->bias = cpu::AlignedBytes::zeros(static_cast<size_t>(impl_->packed->rows) * 4);
+  convert_to_f32(bias.dtype, bias.data, impl_->packed->bias.as<float>(), static_cast<size_t>(impl_->packed->rows));
+  impl_->packed->has_bias = true;
   return ok_status();
 }
 
@@ -226,8 +230,8 @@ Status non_finite_error(const float* x, int64_t M, int64_t K, int64_t first_row 
     if (k < 0) continue;
     char value[32];
     std::snprintf(value, sizeof value, "%g", static_cast<double>(row[k]));
-    return Error("linear: x row " + std::to_string(first_row + m) + ", column " + std::to_string(k) + ": value " + value +
-                 " is not finite");
+    return Error(ErrorCode::InvalidValue, "linear: x row " + std::to_string(first_row + m) + ", column " +
+                                              std::to_string(k) + ": value " + value + " is not finite");
   }
   return ok_status();
 }
@@ -618,8 +622,8 @@ Status apply_onednn(const PackedLinear& w, const LinearPlan& plan, const float* 
 Status SparseLinear::apply(const float* x, int64_t M, float* y) const {
   if (M < 0) return Error("linear: M = " + std::to_string(M) + " is negative");
   if (M == 0) return ok_status();
-  const PackedLinear& w = *layer_->packed;
-  const LinearPlan plan = linear::plan_for(*layer_, M);
+  const PackedLinear& w = *impl_->packed;
+  const LinearPlan plan = linear::plan_for(*impl_, M);
   // Both routes check X for NaN and infinity themselves, in their conversion pass where they can.
   if (plan.route == Route::Onednn) return apply_onednn(w, plan, x, nullptr, M, y);
   Status status = ok_status();
@@ -628,9 +632,10 @@ Status SparseLinear::apply(const float* x, int64_t M, float* y) const {
 }
 
 Status SparseLinear::apply(const TensorView& x, float* y) const {
-  const PackedLinear& w = *layer_->packed;
+  const PackedLinear& w = *impl_->packed;
   if (x.shape.size() != 2 || x.cols() != w.K) {
-    return Error("linear: input shape " + shape_str(x.shape) + " does not match K = " + std::to_string(w.K));
+    return Error(ErrorCode::InvalidArgument, "linear: input shape " + shape_str(x.shape) + " does not match K = " +
+                                                 std::to_string(w.K));
   }
   if (!is_prunable(x.dtype)) return Error("linear: input dtype " + std::string(dtype_name(x.dtype)) + " is not f32/bf16/f16");
   const int64_t M = x.rows();
@@ -639,7 +644,7 @@ Status SparseLinear::apply(const TensorView& x, float* y) const {
   if (x.dtype == DType::BF16) {
     // bf16 X for a bf16 GEMM goes to it as it is: widening it and rounding it back (what the f32
     // entry point does) gives the same bits, at the cost of two passes over X.
-    const LinearPlan plan = linear::plan_for(*layer_, M);
+    const LinearPlan plan = linear::plan_for(*impl_, M);
     if (plan.route == Route::Onednn && plan.matmul == linear::MatmulType::Bf16 && !w.slide) {
       const auto* bits = reinterpret_cast<const uint16_t*>(x.data);
       if (!cpu::kernels_for(w.tier).activation.all_finite_bf16(bits, n)) {
@@ -660,17 +665,17 @@ Status SparseLinear::apply(const TensorView& x, float* y) const {
 
 Result<Tensor> SparseLinear::apply(const TensorView& x) const {
   if (x.shape.size() != 2) {
-    return Error("linear: input shape " + shape_str(x.shape) + " does not match K = " + std::to_string(layer_->packed->K));
+    return Error("linear: input shape " + shape_str(x.shape) + " does not match K = " + std::to_string(impl_->packed->K));
   }
-  Tensor y = Tensor::empty(DType::F32, {x.rows(), layer_->packed->rows});
+  Tensor y = Tensor::empty(DType::F32, {x.rows(), impl_->packed->rows});
   NMKIT_TRY(apply(x, y.as<float>()));
   return y;
 }
 
-int64_t SparseLinear::rows() const { return layer_->packed->rows; }
-int64_t SparseLinear::K() const { return layer_->packed->K; }
-DType SparseLinear::weight_dtype() const { return layer_->packed->dtype; }
-IsaTier SparseLinear::tier() const { return layer_->packed->tier; }
+int64_t SparseLinear::rows() const { return impl_->packed->rows; }
+int64_t SparseLinear::K() const { return impl_->packed->K; }
+DType SparseLinear::weight_dtype() const { return impl_->packed->dtype; }
+IsaTier SparseLinear::tier() const { return impl_->packed->tier; }
 
 namespace {
 
@@ -680,8 +685,8 @@ bool nm_packed_slid(const PackedLinear& w) { return w.slide && w.dtype != DType:
 }  // namespace
 
 WeightFormat SparseLinear::weight_format() const {
-  if (nm_packed_slid(*layer_->packed)) return WeightFormat::NM;
-  switch (layer_->packed->kind) {
+  if (nm_packed_slid(*impl_->packed)) return WeightFormat::NM;
+  switch (impl_->packed->kind) {
     case WeightFormat::Dense: return WeightFormat::Dense;
     case WeightFormat::Sparse24: return WeightFormat::Sparse24;
     case WeightFormat::NM: return WeightFormat::NM;
@@ -690,33 +695,33 @@ WeightFormat SparseLinear::weight_format() const {
 }
 
 Pattern SparseLinear::pattern() const {
-  if (layer_->packed->kind == WeightFormat::NM || nm_packed_slid(*layer_->packed)) return layer_->packed->pattern;
+  if (impl_->packed->kind == WeightFormat::NM || nm_packed_slid(*impl_->packed)) return impl_->packed->pattern;
   return Pattern{2, 4};
 }
 
 std::string SparseLinear::kernel_name() const { return kernel_name(1); }
 
 std::string SparseLinear::kernel_name(int64_t M) const {
-  return linear::plan_name(*layer_->packed, linear::plan_for(*layer_, std::max<int64_t>(M, 1)));
+  return linear::plan_name(*impl_->packed, linear::plan_for(*impl_, std::max<int64_t>(M, 1)));
 }
 
 size_t SparseLinear::bytes_streamed() const { return bytes_streamed(1); }
 
 size_t SparseLinear::bytes_streamed(int64_t M) const {
-  return linear::plan_bytes(*layer_->packed, linear::plan_for(*layer_, std::max<int64_t>(M, 1)));
+  return linear::plan_bytes(*impl_->packed, linear::plan_for(*impl_, std::max<int64_t>(M, 1)));
 }
 
 double SparseLinear::byte_ratio() const { return byte_ratio(1); }
 
 double SparseLinear::byte_ratio(int64_t M) const {
-  const PackedLinear& w = *layer_->packed;
+  const PackedLinear& w = *impl_->packed;
   double dense = static_cast<double>(w.rows) * static_cast<double>(w.K) * static_cast<double>(dtype_size(w.dtype));
   if (w.dtype == DType::I8) dense += static_cast<double>(w.rows) * 4.0;  // per-row scales
   return dense / static_cast<double>(bytes_streamed(M));
 }
 
 double SparseLinear::mac_ratio() const {
-  const PackedLinear& w = *layer_->packed;
+  const PackedLinear& w = *impl_->packed;
   if (w.slide) return w.slide->ideal_speedup();
   switch (w.kind) {
     case WeightFormat::Dense: return 1.0;
@@ -727,7 +732,7 @@ double SparseLinear::mac_ratio() const {
 }
 
 size_t SparseLinear::borrowed_bytes() const {
-  const PackedLinear& w = *layer_->packed;
+  const PackedLinear& w = *impl_->packed;
   if (w.kind != WeightFormat::Dense || w.values.data != nullptr) return 0;
   size_t bytes = 0;
   for (const cpu::RowPart& part : w.parts) bytes += static_cast<size_t>(part.rows * part.ld) * dtype_size(w.dtype);
@@ -735,7 +740,7 @@ size_t SparseLinear::borrowed_bytes() const {
 }
 
 size_t SparseLinear::resident_bytes() const {
-  const PackedLinear& w = *layer_->packed;
+  const PackedLinear& w = *impl_->packed;
   return w.values.size + w.meta.size + w.row_scale.size + w.row_sum.size + w.bias.size +
          w.lift_source.size() * sizeof(int32_t) + borrowed_bytes();
 }

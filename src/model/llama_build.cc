@@ -1,16 +1,19 @@
 // Building a LlamaModel: loading and checking every tensor, pruning on load (docs/design.md 11.5) and
 // packing the linears into SparseLinears; replacing a linear later (calibrated pruning); the tensors
 // for saving.
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/system_memory.h"
 #include "model/llama_impl.h"
 #include "nmkit/format.h"
 #include "nmkit/slide.h"
 #include "nmkit/slide_geometry.h"
+#include "nmkit/threads.h"
 
 namespace nmkit {
 
@@ -39,7 +42,7 @@ Result<LinearFormat> parse_linear_format(std::string_view text) {
   if (text == "sparse24") return LinearFormat::Sparse24;
   if (text == "nm") return LinearFormat::NM;
   if (text == "slid") return LinearFormat::Slid;
-  return Error("format '" + std::string(text) + "' is not dense, sparse24, nm or slid");
+  return Error(ErrorCode::InvalidArgument, "format '" + std::string(text) + "' is not dense, sparse24, nm or slid");
 }
 
 std::string_view linear_format_name(LinearFormat format) {
@@ -56,7 +59,7 @@ Result<DType> parse_weight_dtype(std::string_view text) {
   if (text == "f32") return DType::F32;
   if (text == "bf16") return DType::BF16;
   if (text == "int8") return DType::I8;
-  return Error("weights '" + std::string(text) + "' is not f32, bf16 or int8");
+  return Error(ErrorCode::InvalidArgument, "weights '" + std::string(text) + "' is not f32, bf16 or int8");
 }
 
 const std::vector<std::string>& LlamaModel::block_linear_names() {
@@ -73,39 +76,63 @@ std::string block_tensor_name(int64_t b, std::string_view name) {
 
 Status check_format(DType weights, LinearFormat format, const std::optional<Pattern>& pattern) {
   if (weights != DType::F32 && weights != DType::BF16 && weights != DType::I8) {
-    return Error("model: weights " + std::string(dtype_name(weights)) + " is not f32, bf16 or int8");
+    return Error(ErrorCode::InvalidArgument, "model: weights " + std::string(dtype_name(weights)) + " is not f32, bf16 or int8");
   }
   if (format == LinearFormat::Dense) return ok_status();
-  if (!pattern) return Error("model: format " + std::string(linear_format_name(format)) + " needs a pattern");
+  if (!pattern) return Error(ErrorCode::InvalidArgument, "model: format " + std::string(linear_format_name(format)) + " needs a pattern");
   if (format == LinearFormat::Sparse24 && !(*pattern == Pattern{2, 4})) {
-    return Error("model: format sparse24 needs pattern 2:4, not " + pattern->str());
+    return Error(ErrorCode::InvalidArgument, "model: format sparse24 needs pattern 2:4, not " + pattern->str());
   }
   if (format == LinearFormat::NM && pattern->group > 16) {
-    return Error("model: format nm supports groups up to 16, not " + pattern->str());
+    return Error(ErrorCode::InvalidArgument, "model: format nm supports groups up to 16, not " + pattern->str());
   }
   if (format == LinearFormat::Slid && !pattern->slidable()) {
-    return Error("model: format slid needs a pattern keep:2N with keep <= 2N-2, not " + pattern->str());
+    return Error(ErrorCode::InvalidArgument, "model: format slid needs a pattern keep:2N with keep <= 2N-2, not " + pattern->str());
   }
   return ok_status();
 }
 
-// Packs a dense(-masked) f32 weight [rows, K] as `format` in the `weights` dtype.
-Result<SparseLinear> pack_linear(const Tensor& w, DType weights, LinearFormat format,
-                                 const std::optional<Pattern>& pattern, const std::string& name) {
-  NMKIT_TRY(check_format(weights, format, pattern));
+Tensor convert_rows(const TensorView& w, DType dtype) {
+  Tensor out = Tensor::empty(dtype, w.shape);
+  constexpr int64_t kChunk = 1 << 16;
+  const int64_t n = w.numel();
+  const size_t from = dtype_size(w.dtype), to = dtype_size(dtype);
+  parallel_for((n + kChunk - 1) / kChunk, 4, [&](int64_t c0, int64_t c1) {
+    std::vector<float> values(static_cast<size_t>(kChunk));
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t i0 = c * kChunk, count = std::min(kChunk, n - i0);
+      convert_to_f32(w.dtype, w.data + static_cast<size_t>(i0) * from, values.data(), static_cast<size_t>(count));
+      convert_from_f32(dtype, values.data(), out.data() + static_cast<size_t>(i0) * to, static_cast<size_t>(count));
+    }
+  });
+  return out;
+}
+
+LinearOptions linear_options(DType weights, LinearFormat format) {
   LinearOptions lo;
   lo.int8 = weights == DType::I8;
   // bf16 weights take bf16 activations (each linear's input rounded to nearest even, as llama.cpp's
   // BF16 type does): oneDNN then runs its AVX512-BF16 GEMM (bf16 x bf16 -> f32) instead of an f32 GEMM
-  // on a widened copy, and the small-M kernels use vdpbf16ps. bench linear, SmolLM2 1536x576, M=512, 1
-  // thread (loaded machine): 2:4 bf16 on oneDNN 17.1 ms with f32 activations, 11.1 ms with bf16 ones.
+  // on a widened copy, and the small-M kernels use vdpbf16ps (docs/data.md).
   lo.bf16_activations = weights == DType::BF16 && format != LinearFormat::Slid;
-  Tensor bf16;
-  TensorView view = w.view();
-  if (weights == DType::BF16 && format != LinearFormat::Slid) {
-    bf16 = Tensor::empty(DType::BF16, w.shape());
-    convert_from_f32(DType::BF16, w.as<float>(), bf16.data(), static_cast<size_t>(w.numel()));
-    view = bf16.view();
+  return lo;
+}
+
+// Packs a dense(-masked) weight [rows, K] in F32, F16 or BF16 as `format` in the `weights` dtype.
+// f32 and bf16 forms convert the values (exactly, or rounded to nearest even for bf16); int8 forms
+// quantize the values as they are (docs/design.md 6), so a BF16 file's weights are never widened.
+Result<SparseLinear> pack_linear(const TensorView& w, DType weights, LinearFormat format,
+                                 const std::optional<Pattern>& pattern, const std::string& name) {
+  NMKIT_TRY(check_format(weights, format, pattern));
+  LinearOptions lo = linear_options(weights, format);
+  const DType form = weights == DType::I8 || format == LinearFormat::Slid
+                         ? (w.dtype == DType::F16 ? DType::F32 : w.dtype)
+                         : weights;
+  Tensor converted;
+  TensorView view = w;
+  if (w.dtype != form) {
+    converted = convert_rows(w, form);
+    view = converted.view();
   }
   Result<SparseLinear> linear = Error("");
   switch (format) {
@@ -136,20 +163,49 @@ Result<SparseLinear> pack_linear(const Tensor& w, DType weights, LinearFormat fo
   return std::move(linear.value());
 }
 
+// An Error naming the first non-finite element of an F32, F16 or BF16 tensor (docs/design.md 2),
+// scanned in chunks over the pool.
+Status check_finite(const TensorView& t, const std::string& name) {
+  constexpr int64_t kChunk = 1 << 16;
+  const int64_t n = t.numel();
+  const size_t size = dtype_size(t.dtype);
+  std::atomic<int64_t> bad{-1};
+  parallel_for((n + kChunk - 1) / kChunk, 4, [&](int64_t c0, int64_t c1) {
+    std::vector<float> values(static_cast<size_t>(kChunk));
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t i0 = c * kChunk, count = std::min(kChunk, n - i0);
+      convert_to_f32(t.dtype, t.data + static_cast<size_t>(i0) * size, values.data(), static_cast<size_t>(count));
+      for (int64_t i = 0; i < count; ++i) {
+        if (!std::isfinite(values[static_cast<size_t>(i)])) {
+          int64_t seen = bad.load();
+          while ((seen < 0 || i0 + i < seen) && !bad.compare_exchange_weak(seen, i0 + i)) {
+          }
+          break;
+        }
+      }
+    }
+  });
+  const int64_t i = bad.load();
+  if (i < 0) return ok_status();
+  float value = 0;
+  convert_to_f32(t.dtype, t.data + static_cast<size_t>(i) * size, &value, 1);
+  return Error(name + ": element " + std::to_string(i) + " is " + std::to_string(value));
+}
+
 namespace {
 
-// Rows of `parts` stacked into one [sum rows, K] tensor (the linears that share an input run as one
-// SparseLinear: fewer calls and thread hand-offs per token; N:M groups run along K, so stacking rows
-// changes no group).
-Tensor stack_rows(const std::vector<const Tensor*>& parts) {
-  if (parts.size() == 1) return Tensor::copy_of(parts[0]->view());
+// Rows of `parts` (one dtype) stacked into one [sum rows, K] tensor (the linears that share an input
+// run as one SparseLinear: fewer calls and thread hand-offs per token; N:M groups run along K, so
+// stacking rows changes no group).
+Tensor stack_rows(const std::vector<TensorView>& parts) {
   int64_t rows = 0;
-  for (const Tensor* p : parts) rows += p->rows();
-  Tensor out = Tensor::empty(DType::F32, {rows, parts[0]->cols()});
+  for (const TensorView& p : parts) rows += p.rows();
+  Tensor out = Tensor::empty(parts[0].dtype, {rows, parts[0].cols()});
   std::byte* dst = out.data();
-  for (const Tensor* p : parts) {
-    std::memcpy(dst, p->data(), p->nbytes());
-    dst += p->nbytes();
+  for (const TensorView& p : parts) {
+    NMKIT_ASSERT(p.dtype == parts[0].dtype);
+    std::memcpy(dst, p.data, p.nbytes());
+    dst += p.nbytes();
   }
   return out;
 }
@@ -163,29 +219,56 @@ Result<Tensor> load_checked(const TensorLoader& load, const std::string& name, c
   if (t->shape() != shape) {
     return Error(name + ": shape " + shape_str(t->shape()) + " does not match the model's " + shape_str(shape));
   }
-  const float* v = t->as<float>();
-  const int64_t numel = t->numel();
-  for (int64_t i = 0; i < numel; ++i) {
-    if (!std::isfinite(v[i])) {
-      return Error(name + ": element " + std::to_string(i) + " is " + std::to_string(v[i]));
-    }
-  }
+  NMKIT_TRY(check_finite(t->view(), name));
   return t;
 }
 
 }  // namespace
 
-Status Block::pack_group(int g, const LlamaParams& p, const ModelOptions& o, int64_t b,
-                         std::vector<Tensor>& weights, LinearFormat format,
-                         const std::optional<Pattern>& pattern) {
-  (void)p;
-  std::vector<const Tensor*> parts;
+Shape linear_shape(const LlamaParams& p, int i) {
+  const int64_t d = p.n_embd, hd = p.head_dim();
+  const Shape shapes[7] = {{p.n_head * hd, d}, {p.n_head_kv * hd, d}, {p.n_head_kv * hd, d}, {d, p.n_head * hd},
+                           {p.n_ff, d},        {p.n_ff, d},           {d, p.n_ff}};
+  return shapes[i];
+}
+
+Status Block::pack_group(int g, const ModelOptions& o, int64_t b, const std::vector<TensorView>& weights,
+                         LinearFormat format, const std::optional<Pattern>& pattern,
+                         const std::shared_ptr<const void>& owner) {
+  std::vector<TensorView> parts;
+  bool same_dtype = true;
   for (int i = 0; i < 7; ++i) {
-    if (kLinearGroup[i] == g) parts.push_back(&weights[static_cast<size_t>(i)]);
+    if (kLinearGroup[i] != g) continue;
+    parts.push_back(weights[static_cast<size_t>(i)]);
+    same_dtype &= parts.back().dtype == parts.front().dtype;
   }
-  const Tensor stacked = stack_rows(parts);
   const std::string name = block_tensor_name(b, kGroups[g].label);
-  auto linear = pack_linear(stacked, o.weights, format, pattern, name);
+  // Dense weights stored in the model's own dtype are read where they lie, the parts unstacked
+  // (docs/design.md 11.7: a model holds one copy of each weight).
+  if (owner && format == LinearFormat::Dense && same_dtype && parts[0].dtype == o.weights &&
+      (o.weights == DType::F32 || o.weights == DType::BF16)) {
+    NMKIT_TRY(check_format(o.weights, format, pattern));
+    auto linear = SparseLinear::dense(parts, owner, linear_options(o.weights, format));
+    if (!linear.ok()) return linear.error().with_context(name + ": ");
+    linears[static_cast<size_t>(g)] = std::make_unique<SparseLinear>(std::move(linear.value()));
+    formats[static_cast<size_t>(g)] = format;
+    patterns[static_cast<size_t>(g)] = pattern;
+    return ok_status();
+  }
+  std::vector<Tensor> widened;  // parts of mixed dtypes (an HF q/k converted beside v read in place)
+  if (!same_dtype) {
+    for (TensorView& part : parts) {
+      if (part.dtype == DType::F32) continue;
+      widened.push_back(convert_rows(part, DType::F32));
+      part = widened.back().view();
+    }
+  }
+  // One part is packed from where it lies; several are stacked first.
+  Tensor stacked;
+  if (parts.size() > 1) stacked = stack_rows(parts);
+  const TensorView group = parts.size() > 1 ? stacked.view() : parts[0];
+  widened.clear();
+  auto linear = pack_linear(group, o.weights, format, pattern, name);
   if (!linear.ok()) return linear.error();
   linears[static_cast<size_t>(g)] = std::make_unique<SparseLinear>(std::move(linear.value()));
   formats[static_cast<size_t>(g)] = format;
@@ -205,31 +288,115 @@ const ModelOptions& LlamaModel::options() const { return impl_->options; }
 
 Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const TensorLoader& load,
                                      const ModelOptions& options) {
+  ModelTensors tensors;
+  tensors.load_f32 = load;
+  return build(params, tensors, options);
+}
+
+namespace model {
+namespace {
+
+// The embedding in its file's dtype when the source gives its bytes, else as f32.
+Result<Embedding> load_embedding(const ModelTensors& src, const LlamaParams& p) {
+  const std::string name = "token_embd.weight";
+  const Shape shape{p.n_vocab, p.n_embd};
+  if (src.stored) {
+    if (auto stored = src.stored(name)) {
+      if (stored->shape != shape) {
+        return Error(name + ": shape " + shape_str(stored->shape) + " does not match the model's " + shape_str(shape));
+      }
+      return Embedding::over(std::move(*stored), name);
+    }
+  }
+  auto t = load_checked(src.load_f32, name, shape);
+  if (!t.ok()) return t.error();
+  return Embedding::of(std::move(*t));
+}
+
+void release(const ModelTensors& src, const std::string& name) {
+  if (src.release) src.release(name);
+}
+
+std::optional<DType> float_dtype(GgmlType type) {
+  switch (type) {
+    case GgmlType::F32: return DType::F32;
+    case GgmlType::F16: return DType::F16;
+    case GgmlType::BF16: return DType::BF16;
+    default: return std::nullopt;
+  }
+}
+
+// A weight as the model reads it: its stored bytes where the file holds them as F32, F16 or BF16 in
+// GGUF row order (read where they lie, through the mapping that ModelTensors keeps open), else its
+// values as f32 (dequantized or permuted: a temporary).
+struct Weight {
+  Tensor owned;
+  TensorView view;
+  std::shared_ptr<const void> owner;  // what keeps `view` alive when it lies in the file's mapping
+};
+
+Result<Weight> load_weight(const ModelTensors& src, const std::string& name, const Shape& shape) {
+  if (src.stored) {
+    if (auto stored = src.stored(name)) {
+      if (auto dtype = float_dtype(stored->type)) {
+        if (stored->shape != shape) {
+          return Error(name + ": shape " + shape_str(stored->shape) + " does not match the model's " + shape_str(shape));
+        }
+        const TensorView view{*dtype, shape, stored->data};
+        NMKIT_TRY(check_finite(view, name));
+        return Weight{Tensor(), view, stored->owner};
+      }
+    }
+  }
+  auto t = load_checked(src.load_f32, name, shape);
+  if (!t.ok()) return t.error();
+  Weight w{std::move(*t), {}};
+  w.view = w.owned.view();
+  return w;
+}
+
+// The weight as an f32 tensor of its own (calibration keeps the block linears so).
+Tensor f32_copy(Weight& w) {
+  if (w.view.dtype != DType::F32) return convert_rows(w.view, DType::F32);
+  if (w.owned.numel() > 0 && w.owned.data() == w.view.data) return std::move(w.owned);
+  return Tensor::copy_of(w.view);
+}
+
+}  // namespace
+}  // namespace model
+
+Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTensors& tensors,
+                                     const ModelOptions& options) {
   NMKIT_TRY(params.validate());
   NMKIT_TRY(model::check_format(options.weights, options.format, options.pattern));  // before any loading
-  if (options.format != LinearFormat::Dense || options.pattern) {
-    if (options.format != LinearFormat::Dense && !options.pattern) {
-      return Error("model: format " + std::string(linear_format_name(options.format)) + " needs --pattern");
-    }
+  if (options.format != LinearFormat::Dense && !options.pattern) {
+    return Error("model: format " + std::string(linear_format_name(options.format)) + " needs --pattern");
   }
   if (options.pattern && options.method != PruneMethod::Magnitude) {
     return Error("model: pruning on load supports the magnitude method only (calibrated methods prune "
                  "through the model, docs/design.md 12)");
   }
+  if (!tensors.load_f32) return Error("model: no tensor loader");
+  // A model that cannot fit is refused before anything is read (issue 25, bad input).
+  if (const size_t needed = estimate_bytes(params, options), available = available_memory_bytes();
+      available > 0 && needed > available) {
+    const auto gb = [](size_t bytes) { return std::to_string(static_cast<double>(bytes) / 1e9).substr(0, 5); };
+    return Error("model: the " + weight_form_name(options) + " form needs " + gb(needed) + " GB, " + gb(available) +
+                 " GB available");
+  }
+  const TensorLoader& load = tensors.load_f32;
   auto impl = std::make_unique<Impl>();
   impl->params = params;
   impl->options = options;
-  const int64_t d = params.n_embd, hd = params.head_dim();
-  auto embd = model::load_checked(load, "token_embd.weight", {params.n_vocab, d});
+  impl->source = tensors;
+  const int64_t d = params.n_embd;
+  auto embd = model::load_embedding(tensors, params);
   if (!embd.ok()) return embd.error();
   impl->token_embd = std::move(embd.value());
   auto out_norm = model::load_checked(load, "output_norm.weight", {d});
   if (!out_norm.ok()) return out_norm.error();
   impl->output_norm = std::move(out_norm.value());
 
-  const Shape shapes[7] = {{params.n_head * hd, d},  {params.n_head_kv * hd, d}, {params.n_head_kv * hd, d},
-                           {d, params.n_head * hd},  {params.n_ff, d},           {params.n_ff, d},
-                           {d, params.n_ff}};
   impl->blocks.resize(static_cast<size_t>(params.n_layer));
   for (int64_t b = 0; b < params.n_layer; ++b) {
     model::Block& block = impl->blocks[static_cast<size_t>(b)];
@@ -239,40 +406,79 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const TensorLoad
     auto fn = model::load_checked(load, model::block_tensor_name(b, "ffn_norm"), {d});
     if (!fn.ok()) return fn.error();
     block.ffn_norm = std::move(fn.value());
-    std::vector<Tensor> weights(7);
-    for (size_t i = 0; i < 7; ++i) {
-      const std::string name = model::block_tensor_name(b, block_linear_names()[i]);
-      auto w = model::load_checked(load, name, shapes[i]);
-      if (!w.ok()) return w.error();
-      if (options.pattern) {
-        auto pruned = prune(w->view(), *options.pattern, options.method, {}, name);
-        if (!pruned.ok()) return pruned.error();
-        weights[i] = std::move(pruned->pruned);
-      } else {
-        weights[i] = std::move(w.value());
+    // Group by group (q/k/v, o, gate/up, down), each weight read (in place where the file stores it as
+    // F32/F16/BF16), pruned and packed, then freed and its file pages released before the next: the
+    // transient memory is one group's weights in the file's dtype (f32 where it is quantized).
+    std::vector<model::Weight> weights(7);
+    std::vector<TensorView> views(7);
+    if (options.keep_dense_weights) block.dense.resize(7);
+    for (int g = 0; g < model::kGroupCount; ++g) {
+      for (size_t i = 0; i < 7; ++i) {
+        if (model::kLinearGroup[i] != g) continue;
+        const std::string name = model::block_tensor_name(b, block_linear_names()[i]);
+        auto w = model::load_weight(tensors, name, model::linear_shape(params, static_cast<int>(i)));
+        if (!w.ok()) return w.error();
+        weights[i] = std::move(*w);
+        if (options.pattern) {
+          auto pruned = prune(weights[i].view, *options.pattern, options.method, {}, name);
+          if (!pruned.ok()) return pruned.error();
+          weights[i] = model::Weight{std::move(pruned->pruned), {}};
+          weights[i].view = weights[i].owned.view();
+        }
+        views[i] = weights[i].view;
+      }
+      std::shared_ptr<const void> owner;  // set when every weight of the group lies in the file
+      for (size_t i = 0; i < 7; ++i) {
+        if (model::kLinearGroup[i] != g) continue;
+        if (!weights[i].owner) {
+          owner = nullptr;
+          break;
+        }
+        owner = weights[i].owner;
+      }
+      NMKIT_TRY(block.pack_group(g, options, b, views, options.format, options.pattern, owner));
+      for (size_t i = 0; i < 7; ++i) {
+        if (model::kLinearGroup[i] != g) continue;
+        if (options.keep_dense_weights) block.dense[i] = model::f32_copy(weights[i]);
+        weights[i] = model::Weight();
+        // A weight read in place keeps its pages: the layer reads them on every call.
+        if (!owner) model::release(tensors, model::block_tensor_name(b, block_linear_names()[i]));
       }
     }
-    for (int g = 0; g < model::kGroupCount; ++g) {
-      NMKIT_TRY(block.pack_group(g, params, options, b, weights, options.format, options.pattern));
-    }
-    if (options.keep_dense_weights) block.dense = std::move(weights);
-    if (options.on_block) options.on_block(b, params.n_layer);
+    NMKIT_TRY(invoke_callback(options.on_block, "model build progress", b, params.n_layer));
   }
 
-  // The head stays dense (docs/design.md 11.5), in the model's weight dtype.
-  Tensor output;
+  // The head stays dense (docs/design.md 11.5), in the model's weight dtype; a tied head is packed
+  // from the embedding's stored bytes where they are F32/F16/BF16 (no f32 table), and the embedding
+  // is then looked up in them.
+  const std::string head_name = params.tied_output ? "token_embd.weight" : "output.weight";
+  model::Weight output;
   if (params.tied_output) {
-    output = Tensor::copy_of(impl->token_embd.view());
+    const auto& stored = impl->token_embd.stored();
+    const auto dtype = stored ? model::float_dtype(stored->type) : std::nullopt;
+    if (dtype) {
+      output.view = TensorView{*dtype, stored->shape, stored->data};
+      output.owner = stored->owner;
+    } else {
+      output.owned = impl->token_embd.to_f32();
+    }
   } else {
-    auto w = model::load_checked(load, "output.weight", {params.n_vocab, d});
+    auto w = model::load_weight(tensors, head_name, {params.n_vocab, d});
     if (!w.ok()) return w.error();
-    output = std::move(w.value());
+    output = std::move(*w);
   }
-  auto head = model::pack_linear(output, options.weights, LinearFormat::Dense, std::nullopt,
-                                 params.tied_output ? "token_embd.weight" : "output.weight");
-  if (!head.ok()) return head.error();
+  if (output.view.data == nullptr) output.view = output.owned.view();
+  // Read in place when the file stores it in the model's dtype (f32 or bf16), as the block linears.
+  const bool in_place = output.owner && output.view.dtype == options.weights &&
+                        (options.weights == DType::F32 || options.weights == DType::BF16);
+  auto head = in_place ? SparseLinear::dense({output.view}, output.owner,
+                                             model::linear_options(options.weights, LinearFormat::Dense))
+                       : model::pack_linear(output.view, options.weights, LinearFormat::Dense, std::nullopt, head_name);
+  if (!head.ok()) return head.error().with_context(in_place ? head_name + ": " : "");
   impl->head = std::make_unique<SparseLinear>(std::move(head.value()));
-  if (!params.tied_output && options.keep_dense_weights) impl->output = std::move(output);
+  if (!params.tied_output && options.keep_dense_weights) impl->output = model::f32_copy(output);
+  output = model::Weight();
+  if (!in_place) model::release(tensors, head_name);
   return LlamaModel(std::move(impl));
 }
 
@@ -281,6 +487,45 @@ Result<TensorView> LlamaModel::dense_weight(int64_t b, std::string_view name) co
   const model::Block& block = impl_->blocks[static_cast<size_t>(b)];
   if (block.dense.empty()) return Error("model: dense weights were not kept (ModelOptions::keep_dense_weights)");
   return block.dense[static_cast<size_t>(model::linear_index(name))].view();
+}
+
+Result<Tensor> LlamaModel::load_dense_weight(int64_t b, std::string_view name) const {
+  NMKIT_TRY(impl_->check_linear(b, name));
+  const model::Block& block = impl_->blocks[static_cast<size_t>(b)];
+  const auto i = static_cast<size_t>(model::linear_index(name));
+  if (!block.dense.empty()) return Tensor::copy_of(block.dense[i].view());
+  const Shape shape = model::linear_shape(impl_->params, static_cast<int>(i));
+  const std::string tensor_name = model::block_tensor_name(b, name);
+  auto w = model::load_weight(impl_->source, tensor_name, shape);
+  if (!w.ok()) return w.error();
+  if (options().pattern) {  // pruned on load: the weight the model runs
+    auto pruned = prune(w->view, *options().pattern, options().method, {}, tensor_name);
+    if (!pruned.ok()) return pruned.error();
+    return pruned->pruned.dtype() == DType::F32 ? std::move(pruned->pruned)
+                                                : model::convert_rows(pruned->pruned.view(), DType::F32);
+  }
+  return model::f32_copy(*w);
+}
+
+Status LlamaModel::replace_block(int64_t b, const std::vector<TensorView>& weights, LinearFormat format,
+                                 std::optional<Pattern> pattern) {
+  if (b < 0 || b >= impl_->params.n_layer) return impl_->check_linear(b, "attn_q");
+  model::Block& block = impl_->blocks[static_cast<size_t>(b)];
+  if (weights.size() != 7) return Error("model: replace_block needs the 7 linears of a block");
+  for (int i = 0; i < 7; ++i) {
+    const Shape shape = model::linear_shape(impl_->params, i);
+    const TensorView& w = weights[static_cast<size_t>(i)];
+    if (w.dtype != DType::F32 || w.shape != shape) {
+      return Error(model::block_tensor_name(b, block_linear_names()[static_cast<size_t>(i)]) + ": replacement " +
+                   std::string(dtype_name(w.dtype)) + " " + shape_str(w.shape) + " does not match F32 " +
+                   shape_str(shape));
+    }
+  }
+  for (int g = 0; g < model::kGroupCount; ++g) NMKIT_TRY(block.pack_group(g, impl_->options, b, weights, format, pattern));
+  if (!block.dense.empty()) {
+    for (size_t i = 0; i < 7; ++i) block.dense[i] = Tensor::copy_of(weights[i]);
+  }
+  return ok_status();
 }
 
 Status LlamaModel::replace_linear(int64_t b, std::string_view name, const TensorView& weight,
@@ -299,7 +544,9 @@ Status LlamaModel::replace_linear(int64_t b, std::string_view name, const Tensor
   // Linears packed together share one format: the group is rebuilt from every member's weight.
   Tensor previous = std::move(current);
   current = Tensor::copy_of(weight);
-  Status status = block.pack_group(g, impl_->params, impl_->options, b, block.dense, format, pattern);
+  std::vector<TensorView> views;
+  for (const Tensor& t : block.dense) views.push_back(t.view());
+  Status status = block.pack_group(g, impl_->options, b, views, format, pattern);
   if (!status.ok()) current = std::move(previous);
   return status;
 }
@@ -308,7 +555,7 @@ Result<std::vector<NamedTensor>> LlamaModel::tensors() const {
   const Impl& m = *impl_;
   if (!m.options.keep_dense_weights) return Error("model: tensors() needs ModelOptions::keep_dense_weights");
   std::vector<NamedTensor> out;
-  out.push_back({"token_embd.weight", Tensor::copy_of(m.token_embd.view())});
+  out.push_back({"token_embd.weight", m.token_embd.to_f32()});
   out.push_back({"output_norm.weight", Tensor::copy_of(m.output_norm.view())});
   if (!m.params.tied_output) out.push_back({"output.weight", Tensor::copy_of(m.output.view())});
   for (int64_t b = 0; b < m.params.n_layer; ++b) {
@@ -326,6 +573,22 @@ size_t LlamaModel::weight_bytes_per_token() const {
   size_t bytes = impl_->head->bytes_streamed();
   for (const auto& block : impl_->blocks) {
     for (const auto& l : block.linears) bytes += l->bytes_streamed();
+  }
+  return bytes;
+}
+
+size_t LlamaModel::resident_bytes() const {
+  const Impl& m = *impl_;
+  // A weight read in place counts as held: its pages are resident once read (SparseLinear).
+  const auto held = [](const SparseLinear& l) { return l.resident_bytes(); };
+  // A tied head read in place shares the embedding's bytes: counted once.
+  const bool shared = m.params.tied_output && m.head->borrowed_bytes() > 0;
+  size_t bytes = held(*m.head) + (shared ? 0 : m.token_embd.resident_bytes()) + m.output_norm.nbytes() +
+                 m.output.nbytes();
+  for (const auto& block : m.blocks) {
+    for (const auto& l : block.linears) bytes += held(*l);
+    bytes += block.attn_norm.nbytes() + block.ffn_norm.nbytes();
+    for (const Tensor& t : block.dense) bytes += t.nbytes();
   }
   return bytes;
 }
@@ -366,21 +629,46 @@ size_t linear_storage_bytes(int64_t rows, int64_t K, DType weights, LinearFormat
 }  // namespace
 }  // namespace model
 
-size_t LlamaModel::storage_bytes() const {
-  const LlamaParams& p = impl_->params;
-  const DType w = impl_->options.weights;
+namespace model {
+namespace {
+
+// The storage bytes of a model with `params` whose block b's linear group g is stored as
+// form(b, g) (format, pattern).
+template <class Form>
+size_t model_storage_bytes(const LlamaParams& p, DType w, const Form& form) {
   const int64_t d = p.n_embd, hd = p.head_dim();
-  size_t bytes = model::linear_storage_bytes(p.n_vocab, d, w, LinearFormat::Dense, std::nullopt);
+  size_t bytes = linear_storage_bytes(p.n_vocab, d, w, LinearFormat::Dense, std::nullopt);
   if (!p.tied_output) bytes *= 2;
   bytes += static_cast<size_t>(d) * 4 * static_cast<size_t>(1 + 2 * p.n_layer);  // norms
   const int64_t shapes[7][2] = {{p.n_head * hd, d}, {p.n_head_kv * hd, d}, {p.n_head_kv * hd, d}, {d, p.n_head * hd},
                                 {p.n_ff, d},        {p.n_ff, d},           {d, p.n_ff}};
-  for (const auto& block : impl_->blocks) {
+  for (int64_t b = 0; b < p.n_layer; ++b) {
     for (int i = 0; i < 7; ++i) {
-      const int g = model::kLinearGroup[i];
-      bytes += model::linear_storage_bytes(shapes[i][0], shapes[i][1], w, block.formats[static_cast<size_t>(g)],
-                                           block.patterns[static_cast<size_t>(g)]);
+      const auto [format, pattern] = form(b, kLinearGroup[i]);
+      bytes += linear_storage_bytes(shapes[i][0], shapes[i][1], w, format, pattern);
     }
+  }
+  return bytes;
+}
+
+}  // namespace
+}  // namespace model
+
+size_t LlamaModel::storage_bytes() const {
+  return model::model_storage_bytes(impl_->params, impl_->options.weights, [this](int64_t b, int g) {
+    const model::Block& block = impl_->blocks[static_cast<size_t>(b)];
+    return std::pair(block.formats[static_cast<size_t>(g)], block.patterns[static_cast<size_t>(g)]);
+  });
+}
+
+size_t LlamaModel::estimate_bytes(const LlamaParams& params, const ModelOptions& options) {
+  size_t bytes = model::model_storage_bytes(params, options.weights, [&](int64_t, int) {
+    return std::pair(options.format, options.pattern);
+  });
+  if (options.keep_dense_weights) {  // the f32 block linears beside their packed forms
+    const int64_t d = params.n_embd, hd = params.head_dim();
+    const int64_t per_block = d * hd * (2 * params.n_head + 2 * params.n_head_kv) + 3 * d * params.n_ff;
+    bytes += static_cast<size_t>(params.n_layer * per_block) * 4;
   }
   return bytes;
 }

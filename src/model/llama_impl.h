@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "nmkit/linear.h"
+#include "model/embedding.h"
 #include "nmkit/model.h"
 
 namespace nmkit::model {
@@ -40,8 +41,17 @@ inline int linear_index(std::string_view name) {
 
 // An Error for a weight dtype / format / pattern combination the linears cannot run.
 Status check_format(DType weights, LinearFormat format, const std::optional<Pattern>& pattern);
-Result<SparseLinear> pack_linear(const Tensor& w, DType weights, LinearFormat format,
+// w (F32, F16 or BF16) as `format` in the `weights` dtype.
+// The layer options of a linear packed as `format` in the `weights` dtype.
+LinearOptions linear_options(DType weights, LinearFormat format);
+Result<SparseLinear> pack_linear(const TensorView& w, DType weights, LinearFormat format,
                                  const std::optional<Pattern>& pattern, const std::string& name);
+// The shape [rows, K] of block linear i (LlamaModel::block_linear_names order).
+Shape linear_shape(const LlamaParams& p, int i);
+// w's values in `dtype` (F32, F16 or BF16; rounded to nearest even where narrower), on the pool.
+Tensor convert_rows(const TensorView& w, DType dtype);
+// An Error naming the first element of w (F32, F16 or BF16) that is not finite.
+Status check_finite(const TensorView& w, const std::string& name);
 
 struct Block {
   Tensor attn_norm, ffn_norm;  // f32 [n_embd]
@@ -50,9 +60,11 @@ struct Block {
   std::array<std::optional<Pattern>, kGroupCount> patterns;
   std::vector<Tensor> dense;  // the 7 f32 weights when kept (ModelOptions::keep_dense_weights)
 
-  // (Re)packs group g from weights (the 7 block linears, f32).
-  Status pack_group(int g, const LlamaParams& p, const ModelOptions& o, int64_t b,
-                    std::vector<Tensor>& weights, LinearFormat format, const std::optional<Pattern>& pattern);
+  // (Re)packs group g from weights (the 7 block linears, F32, F16 or BF16; those of other groups
+  // are not read).
+  Status pack_group(int g, const ModelOptions& o, int64_t b, const std::vector<TensorView>& weights,
+                    LinearFormat format, const std::optional<Pattern>& pattern,
+                    const std::shared_ptr<const void>& owner = nullptr);
 };
 
 }  // namespace nmkit::model
@@ -62,7 +74,8 @@ namespace nmkit {
 struct LlamaModel::Impl {
   LlamaParams params;
   ModelOptions options;
-  Tensor token_embd;   // f32 [n_vocab, n_embd]: the embedding lookup (and the tied head's source)
+  ModelTensors source;  // where the tensors came from (reloads for writers and calibration)
+  model::Embedding token_embd;  // [n_vocab, n_embd] in the file's dtype
   Tensor output_norm;  // f32 [n_embd]
   Tensor output;       // f32 [n_vocab, n_embd] when separate and kept
   std::unique_ptr<SparseLinear> head;

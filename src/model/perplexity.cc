@@ -30,14 +30,14 @@ Result<PerplexityResult> perplexity(const LlamaModel& model, const std::vector<i
                                     const PerplexityOptions& options) {
   const int64_t ctx = options.ctx;
   const LlamaParams& p = model.params();
-  if (ctx < 4) return Error("perplexity: ctx " + std::to_string(ctx) + " is below 4");
+  if (ctx < 4) return Error(ErrorCode::InvalidArgument, "perplexity: ctx " + std::to_string(ctx) + " is below 4");
   if (ctx > p.n_ctx_train) {
-    return Error("perplexity: ctx " + std::to_string(ctx) + " exceeds the model's context length " +
+    return Error(ErrorCode::InvalidArgument, "perplexity: ctx " + std::to_string(ctx) + " exceeds the model's context length " +
                  std::to_string(p.n_ctx_train));
   }
   const int64_t n_tokens = static_cast<int64_t>(tokens.size());
   if (n_tokens < 2 * ctx) {
-    return Error("perplexity: the text has " + std::to_string(n_tokens) + " tokens, fewer than 2 x ctx = " +
+    return Error(ErrorCode::InvalidArgument, "perplexity: the text has " + std::to_string(n_tokens) + " tokens, fewer than 2 x ctx = " +
                  std::to_string(2 * ctx));
   }
   int64_t n_chunks = n_tokens / ctx;
@@ -65,7 +65,8 @@ Result<PerplexityResult> perplexity(const LlamaModel& model, const std::vector<i
     for (int64_t r = 0; r < rows - 1; ++r) result.nll_sum += nll[static_cast<size_t>(r)];
     result.predictions += rows - 1;
     result.chunks = c + 1;
-    if (options.on_chunk) options.on_chunk(c, n_chunks, std::exp(result.nll_sum / static_cast<double>(result.predictions)));
+    NMKIT_TRY(invoke_callback(options.on_chunk, "perplexity progress", c, n_chunks,
+                              std::exp(result.nll_sum / static_cast<double>(result.predictions))));
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.tokens = n_chunks * ctx;

@@ -9,7 +9,7 @@ Result<PruneMethod> parse_prune_method(std::string_view text) {
   if (text == "magnitude") return PruneMethod::Magnitude;
   if (text == "gradient") return PruneMethod::Gradient;
   if (text == "wanda") return PruneMethod::Wanda;
-  return Error("unknown pruning method '" + std::string(text) +
+  return Error(ErrorCode::InvalidArgument, "unknown pruning method '" + std::string(text) +
                "' (expected magnitude, gradient or wanda)");
 }
 

@@ -1,7 +1,11 @@
 // Names and constants of the quantization types.
 #include "nmkit/quant.h"
 
+#include "quant/quant_rules.h"
+
 namespace nmkit {
+
+uint8_t f32_to_e4m3(float value) { return quant_rules::e4m3_code(value); }
 
 std::string_view quant_type_name(QuantType type) {
   return type == QuantType::Int8 ? "int8" : "e4m3";

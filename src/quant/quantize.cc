@@ -10,6 +10,7 @@
 
 #include "cpu/kernel_table.h"
 #include "nmkit/threads.h"
+#include "core/thread_costs.h"
 #include "quant/quantize_with.h"
 
 namespace nmkit {

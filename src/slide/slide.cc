@@ -143,7 +143,7 @@ Result<Tensor> slide(const TensorView& w, const SlideGeometry& geometry, std::st
                           " non-zeros; pattern " + geometry.pattern.str() + " allows at most " +
                           std::to_string(geometry.pattern.keep);
     if (first.unplaced) message += " (a non-zero found no free window slot)";
-    return Error(message);
+    return Error(ErrorCode::InvalidValue, message);
   }
   return out;
 }

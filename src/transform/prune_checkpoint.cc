@@ -36,7 +36,13 @@ struct PartShapes {
   Shape side;  // meta or mask, U8
 };
 
-PartShapes part_shapes(WeightFormat format, Pattern pattern, int64_t rows, int64_t K) {
+PartShapes part_shapes(const PruneCheckpointJob& job, DType dtype, int64_t rows, int64_t K) {
+  const WeightFormat format = job.format;
+  const Pattern pattern = job.pattern;
+  if (format == WeightFormat::Sparse24 && job.layout == StoredLayout::CutlassSm80) {
+    const CutlassSm80 g = cutlass_sm80_geometry(dtype, rows, K);
+    return {{g.rows_pad(), g.K_pad() / 2}, {g.rows_pad(), g.meta_row_bytes()}};
+  }
   if (format == WeightFormat::Sparse24) {
     Sparse24 geometry;
     geometry.K = K;
@@ -84,8 +90,15 @@ Status pack_item(PruneState& state, Item& item, const PartShapes& shapes) {
   if (job.format == WeightFormat::Sparse24) {
     auto packed = compress_sparse24(dense, item.name);
     if (!packed.ok()) return packed.error().in_file(job.input);
-    memory_bytes = packed->memory_bytes();
-    item.pack.parts = packed_outputs(item.name, std::move(*packed));
+    if (job.layout == StoredLayout::CutlassSm80) {
+      auto layout = to_cutlass_sm80(*packed, item.name);
+      if (!layout.ok()) return layout.error().in_file(job.input);
+      memory_bytes = layout->memory_bytes();
+      item.pack.parts = packed_outputs(item.name, std::move(*layout));
+    } else {
+      memory_bytes = packed->memory_bytes();
+      item.pack.parts = packed_outputs(item.name, std::move(*packed));
+    }
   } else {
     auto packed = compress_nm(dense, job.pattern, item.name);
     if (!packed.ok()) return packed.error().in_file(job.input);
@@ -169,8 +182,13 @@ Result<TensorPlan> plan_prune(PruneState& state, const SafetensorsFile& input, c
     item->inputs.act_norms = &item->act_norms;
   }
 
+  if (job.layout == StoredLayout::CutlassSm80 && info->dtype != DType::F16 && info->dtype != DType::BF16) {
+    return Error(ErrorCode::Unsupported, job.input + ": tensor " + quote_name(info->name) + ": format cutlass_sm80 " +
+                                             "holds F16 or BF16 weights, this one is " + dtype_text(info->dtype));
+  }
   WeightRecord record;
   record.format = job.format;
+  record.layout = job.layout;
   // sparse24 is a 2:4 format (checkpoint records say what the stored tensor complies with), so a
   // 1:4-pruned weight stored as sparse24 is recorded as 2:4; the report keeps the pruning pattern.
   record.pattern = job.format == WeightFormat::Sparse24 ? Pattern{2, 4} : job.pattern;
@@ -186,7 +204,7 @@ Result<TensorPlan> plan_prune(PruneState& state, const SafetensorsFile& input, c
                                    [&job, raw](std::byte* dst) { return prune_item(job, *raw, dst); }});
     return TensorPlan::replace(std::move(outputs), record);
   }
-  const PartShapes shapes = part_shapes(job.format, job.pattern, info->shape[0], info->shape[1]);
+  const PartShapes shapes = part_shapes(job, info->dtype, info->shape[0], info->shape[1]);
   raw->result.stored_bytes = static_cast<size_t>(shape_numel(shapes.values)) * dtype_size(info->dtype) +
                              static_cast<size_t>(shape_numel(shapes.side));
   const std::string side = job.format == WeightFormat::Sparse24 ? ".meta" : ".mask";
@@ -215,6 +233,7 @@ Status check_format_pattern(WeightFormat format, Pattern pattern) {
 
 Result<PreparedPrune> prepare_prune_checkpoint(const PruneCheckpointJob& job) {
   NMKIT_TRY(check_format_pattern(job.format, job.pattern));
+  NMKIT_ASSERT(job.layout == StoredLayout::Canonical || job.format == WeightFormat::Sparse24);
   NMKIT_TRY(check_method_inputs(job));
   PruneState state{job, std::nullopt, std::nullopt, {}, {}};
   if (!job.grad_path.empty()) {

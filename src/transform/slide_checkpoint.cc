@@ -18,7 +18,7 @@ namespace {
 struct SlideItem {
   const StoredTensor* stored = nullptr;
   SlidTensor result;
-  std::optional<Sparse24> packed;  // sparse24 output between the fills of its two parts
+  std::optional<Tensor> meta;  // the metadata part between the fills of the two parts
 };
 
 struct SlideState {
@@ -68,8 +68,14 @@ Result<TensorPlan> plan_slide(SlideState& state, const SafetensorsFile& file, co
   SlideItem* raw = item.get();
   state.items.push_back(std::move(item));
 
+  const bool sm80 = job.layout == StoredLayout::CutlassSm80;
+  if (sm80 && dtype != DType::F16 && dtype != DType::BF16) {
+    return Error(ErrorCode::Unsupported, job.input + ": tensor " + quote_name(st.name) + ": format cutlass_sm80 " +
+                                             "holds F16 or BF16 weights, this one is " + std::string(dtype_name(dtype)));
+  }
   WeightRecord record;
   record.format = job.format;
+  record.layout = job.layout;
   record.pattern = Pattern{2, 4};  // what the stored tensor complies with
   record.dtype = dtype;
   record.shape = {shape[0], geometry->K_prime()};
@@ -86,21 +92,33 @@ Result<TensorPlan> plan_slide(SlideState& state, const SafetensorsFile& file, co
     return TensorPlan::replace(std::move(outputs), record);
   }
   const int64_t K_prime = geometry->K_prime();  // a multiple of 4: no sparse24 padding
-  outputs.push_back(OutputTensor{st.name + ".values", dtype, {shape[0], K_prime / 2},
-                                 [&job, &file, raw](std::byte* dst) -> Status {
+  Shape values_shape{shape[0], K_prime / 2}, meta_shape{shape[0], (K_prime + 7) / 8};
+  if (sm80) {
+    const CutlassSm80 g = cutlass_sm80_geometry(dtype, shape[0], K_prime);
+    values_shape = {g.rows_pad(), g.K_pad() / 2};
+    meta_shape = {g.rows_pad(), g.meta_row_bytes()};
+  }
+  outputs.push_back(OutputTensor{st.name + ".values", dtype, values_shape,
+                                 [&job, &file, raw, sm80](std::byte* dst) -> Status {
                                    auto slid = slide_dense(job, file, *raw);
                                    if (!slid.ok()) return slid.error();
                                    auto packed = compress_sparse24(slid->view(), raw->result.name);
                                    if (!packed.ok()) return packed.error().in_file(job.input);
-                                   std::memcpy(dst, packed->values.data(), packed->values.nbytes());
-                                   raw->packed = std::move(*packed);
+                                   if (!sm80) {
+                                     std::memcpy(dst, packed->values.data(), packed->values.nbytes());
+                                     raw->meta = std::move(packed->meta);
+                                     return ok_status();
+                                   }
+                                   auto layout = to_cutlass_sm80(*packed, raw->result.name);
+                                   if (!layout.ok()) return layout.error().in_file(job.input);
+                                   std::memcpy(dst, layout->values.data(), layout->values.nbytes());
+                                   raw->meta = std::move(layout->meta);
                                    return ok_status();
                                  }});
-  outputs.push_back(OutputTensor{st.name + ".meta", DType::U8, {shape[0], (K_prime + 7) / 8},
-                                 [raw](std::byte* dst) -> Status {
-                                   NMKIT_ASSERT(raw->packed.has_value());  // .values is filled first
-                                   std::memcpy(dst, raw->packed->meta.data(), raw->packed->meta.nbytes());
-                                   raw->packed.reset();
+  outputs.push_back(OutputTensor{st.name + ".meta", DType::U8, meta_shape, [raw](std::byte* dst) -> Status {
+                                   NMKIT_ASSERT(raw->meta.has_value());  // .values is filled first
+                                   std::memcpy(dst, raw->meta->data(), raw->meta->nbytes());
+                                   raw->meta.reset();
                                    return ok_status();
                                  }});
   return TensorPlan::replace(std::move(outputs), record);
@@ -112,7 +130,7 @@ Result<SlideOutcome> slide_checkpoint(const SlideCheckpointJob& job) {
   if (auto probe = SlideGeometry::make(job.pattern, 1, job.align); !probe.ok()) return probe.error();
   if (job.format != WeightFormat::Dense && job.format != WeightFormat::Sparse24) {
     return Error(ErrorCode::InvalidArgument, "format " + std::string(weight_format_name(job.format)) +
-                                                 ": a slid weight is 2:4; use dense or sparse24");
+                                                 ": a slid weight is 2:4; use dense, sparse24 or cutlass_sm80");
   }
   SlideState state{job, {}};
   CheckpointTransformOptions options;

@@ -347,7 +347,8 @@ def main():
         # before any work, with the folder form named.
         lone = os.path.join(tmp, "lone.safetensors")
         p = run([args.nmkit, "prune", model, "-o", lone, "--pattern", "2:4"], expect_ok=False)
-        if p.returncode != 1 or os.path.exists(lone) or p.stderr.count("\n") != 1 or "-o DIR/" not in p.stderr:
+        if (p.returncode != 1 or os.path.exists(lone) or p.stderr.count("\n") != 1 or "-o " + lone not in p.stderr
+                or "give a folder, DIR/" not in p.stderr):
             failures.append(f"gguf to .safetensors: exit {p.returncode}, stderr {p.stderr!r}")
         # A Hugging Face folder in, safetensors out under the HF names and row order.
         hf_dir = os.path.join(tmp, "hf")

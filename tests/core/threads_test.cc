@@ -8,6 +8,7 @@
 
 #include "nmkit/cpu.h"
 #include "nmkit/threads.h"
+#include "core/thread_costs.h"
 
 namespace nmkit {
 namespace {

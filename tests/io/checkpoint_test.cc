@@ -64,6 +64,16 @@ TEST(Checkpoint, FormatNames) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().message(), "unknown format 'csr': expected dense, sparse24 or nm");
   EXPECT_EQ(record_key("model.layers.0.q_proj.weight"), "nmkit.model.layers.0.q_proj.weight");
+  // --format names: the weight formats, and cutlass_sm80 = sparse24 in CUTLASS's SM80 layout.
+  for (const char* name : {"dense", "sparse24", "nm", "cutlass_sm80"}) {
+    auto stored = parse_stored_format(name);
+    ASSERT_TRUE(stored.ok()) << name;
+    EXPECT_EQ(stored_format_name(*stored), name);
+  }
+  EXPECT_EQ(parse_stored_format("cutlass_sm80")->format, WeightFormat::Sparse24);
+  EXPECT_EQ(parse_stored_format("cutlass_sm80")->layout, StoredLayout::CutlassSm80);
+  EXPECT_EQ(parse_stored_format("csr").error().message(),
+            "unknown format 'csr': expected dense, sparse24, nm or cutlass_sm80");
 }
 
 TEST(Checkpoint, RecordSchemaIsTheDocumentedJson) {

@@ -17,6 +17,7 @@
 #include "nmkit/reference.h"
 #include "nmkit/slide.h"
 #include "nmkit/threads.h"
+#include "core/thread_costs.h"
 #include "src/cpu/linear_kernels.h"
 #include "src/linear/linear_driver.h"
 #include "src/linear/linear_pack.h"

@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
   auto source = ModelSource::open(path);
   if (!source.ok()) return fail(source.error().message());
   const LlamaParams* params = &source->params();
-  auto model = LlamaModel::build(*params, source->loader(), options);
+  auto model = LlamaModel::build(*params, source->tensors(), options);
   if (!model.ok()) return fail(model.error().message());
   std::printf("kernel %s\n", model->linear_kernel_name(1).c_str());
   if (!save.empty()) {

@@ -1,11 +1,8 @@
 #include "tools/nmkit/calib_cli.h"
 
 #include <fmt/core.h>
-#include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "tools/nmkit/cli_util.h"
 #include "tools/nmkit/prune_report.h"  // section3_metrics_json: the per-tensor report fields
@@ -40,97 +37,38 @@ Result<std::string> calibration_text_path(const std::string& flag) {
   return Error("no calibration text: pass --calib FILE (scripts/fetch_texts.sh calib fetches the project's)");
 }
 
-namespace {
-
-// Tokenizer::from_gguf is declared but not yet defined on main; this reads the same
-// tokenizer.ggml.* keys (docs/design.md 11.3) until it is.
-Result<Tokenizer> tokenizer_from_gguf(const GgufFile& f) {
-  TokenizerVocab v;
-  auto model = f.get_string("tokenizer.ggml.model");
-  if (!model.ok()) return model.error();
-  v.model = *model;
-  if (auto pre = f.get_string("tokenizer.ggml.pre"); pre.ok()) v.pre = *pre;
-  auto tokens = f.get_string_array("tokenizer.ggml.tokens");
-  if (!tokens.ok()) return tokens.error();
-  v.tokens = std::move(*tokens);
-  if (auto merges = f.get_string_array("tokenizer.ggml.merges"); merges.ok()) v.merges = std::move(*merges);
-  if (auto scores = f.get_float_array("tokenizer.ggml.scores"); scores.ok()) v.scores = std::move(*scores);
-  if (auto types = f.get_int_array("tokenizer.ggml.token_type"); types.ok()) {
-    for (int64_t t : *types) v.token_types.push_back(static_cast<int32_t>(t));
+Result<CalibTextOptions> calib_text_options(Pattern pattern, CalibMethod method, const CalibFlags& flags,
+                                            CalibLinearFormat format) {
+  CalibTextOptions options;
+  options.method = method;
+  options.pattern = pattern;
+  options.n_seq = flags.seqs;
+  options.seq_len = flags.len;
+  options.refit_steps = flags.refit;
+  options.format = format;
+  if (needs_calibration(method) || flags.refit > 0) {
+    auto path = calibration_text_path(flags.calib);
+    if (!path.ok()) return path.error();
+    options.text_path = *path;
   }
-  auto id = [&f](const char* key) -> int32_t {
-    auto x = f.get_int(key);
-    return x.ok() ? static_cast<int32_t>(*x) : -1;
-  };
-  v.bos = id("tokenizer.ggml.bos_token_id");
-  v.eos = id("tokenizer.ggml.eos_token_id");
-  v.unk = id("tokenizer.ggml.unknown_token_id");
-  v.pad = id("tokenizer.ggml.padding_token_id");
-  if (auto b = f.get_bool("tokenizer.ggml.add_bos_token"); b.ok()) v.add_bos = *b;
-  if (auto b = f.get_bool("tokenizer.ggml.add_eos_token"); b.ok()) v.add_eos = *b;
-  if (auto b = f.get_bool("tokenizer.ggml.add_space_prefix"); b.ok()) v.add_space_prefix = *b;
-  auto tok = Tokenizer::create(std::move(v));
-  if (!tok.ok()) return tok.error().with_context(f.path() + ": ");
-  return tok;
+  return options;
 }
 
-}  // namespace
-
-Result<Tokenizer> source_tokenizer(const ModelSource& source) {
-  if (source.gguf() != nullptr) return tokenizer_from_gguf(*source.gguf());
-  if (source.tokenizer_json().empty()) return Error(source.path() + ": no tokenizer.json in the model folder");
-  return Tokenizer::from_hf_json(source.tokenizer_json());
+void show_calib_progress(Progress& progress, CalibTextOptions& options) {
+  if (!progress.enabled()) return;
+  options.on_block = [&progress](int64_t b, int64_t n) {
+    progress.update(static_cast<size_t>(b + 1), static_cast<size_t>(n), "blk." + std::to_string(b));
+  };
 }
 
 Result<CalibRun> calibrate_model(LlamaModel& model, const Tokenizer* tokenizer, Pattern pattern,
                                  CalibMethod method, const CalibFlags& flags, CalibLinearFormat format) {
-  CalibRun run;
-  CalibOptions options;
-  options.pattern = pattern;
-  options.method = method;
-  options.format = format;
-  options.refit_steps = flags.refit;
-  std::vector<int32_t> tokens;
-  int64_t n_seq = 0;
-  if (needs_calibration(method) || flags.refit > 0) {
-    if (flags.seqs < 1 || flags.len < 1) {
-      return Error("--calib-seqs and --calib-len must be >= 1, got " + std::to_string(flags.seqs) + " and " +
-                   std::to_string(flags.len));
-    }
-    if (flags.len > model.params().n_ctx_train && model.params().n_ctx_train > 0) {
-      return Error("--calib-len " + std::to_string(flags.len) + " exceeds the model's context length " +
-                   std::to_string(model.params().n_ctx_train));
-    }
-    if (tokenizer == nullptr) return Error("calibration needs the model's tokenizer");
-    auto path = calibration_text_path(flags.calib);
-    if (!path.ok()) return path.error();
-    run.text_path = *path;
-    std::ifstream in(*path, std::ios::binary);
-    if (!in) return Error(*path + ": cannot read the calibration text");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    const std::string text = ss.str();
-    if (auto bad = first_invalid_utf8(text)) {
-      return Error(*path + ": not UTF-8 text (invalid byte at offset " + std::to_string(*bad) + ")");
-    }
-    auto ids = tokenizer->encode(text, tokenizer->add_bos(), /*parse_special=*/false);
-    if (!ids.ok()) return ids.error().with_context(*path + ": ");
-    run.text_tokens = static_cast<int64_t>(ids->size());
-    auto seqs = calibration_sequences(*ids, flags.seqs, flags.len, *path);
-    if (!seqs.ok()) return seqs.error();
-    tokens = std::move(*seqs);
-    n_seq = static_cast<int64_t>(tokens.size()) / flags.len;
-  }
+  auto options = calib_text_options(pattern, method, flags, format);
+  if (!options.ok()) return options.error();
   Progress progress(std::string(calib_method_name(method)) + " " + pattern.str());
-  if (progress.enabled()) {
-    options.on_block = [&progress](int64_t b, int64_t n) {
-      progress.update(static_cast<size_t>(b + 1), static_cast<size_t>(n), "blk." + std::to_string(b));
-    };
-  }
-  auto report = calibrate_and_prune(model, tokens, n_seq, flags.len, options);
+  show_calib_progress(progress, *options);
+  auto run = nmkit::calibrate_model(model, tokenizer, *options);
   progress.clear();
-  if (!report.ok()) return report.error();
-  run.report = std::move(*report);
   return run;
 }
 

@@ -11,6 +11,7 @@
 #include "nmkit/calib_model.h"
 #include "nmkit/model.h"
 #include "nmkit/model_source.h"
+#include "nmkit/prune_model.h"
 #include "nmkit/status.h"
 #include "nmkit/tokenizer.h"
 
@@ -32,16 +33,17 @@ void add_calib_flags(CLI::App& app, CalibFlags& flags);
 // under the current folder or the folder above the executable's; an Error saying how to get one.
 Result<std::string> calibration_text_path(const std::string& flag);
 
-// The tokenizer of a model source (GGUF metadata, or the Hugging Face folder's tokenizer.json).
-Result<Tokenizer> source_tokenizer(const ModelSource& source);
+class Progress;
 
-// Reads and tokenizes the calibration text, cuts the sequences and prunes `model` in place (built
-// with keep_dense_weights). Progress per block on a terminal.
-struct CalibRun {
-  CalibReport report;
-  std::string text_path;
-  int64_t text_tokens = 0;
-};
+// The library's calibration options (include/nmkit/prune_model.h) from the flags: the default text
+// when --calib is empty and the method needs one (an Error saying how to get it).
+Result<CalibTextOptions> calib_text_options(Pattern pattern, CalibMethod method, const CalibFlags& flags,
+                                            CalibLinearFormat format);
+// Shows calibration's blocks on `progress` (when it is shown).
+void show_calib_progress(Progress& progress, CalibTextOptions& options);
+
+// calibrate_model (include/nmkit/prune_model.h) with the flags' sizes and text (the default one when
+// --calib is empty), progress per block on a terminal.
 Result<CalibRun> calibrate_model(LlamaModel& model, const Tokenizer* tokenizer, Pattern pattern,
                                  CalibMethod method, const CalibFlags& flags, CalibLinearFormat format);
 

@@ -79,7 +79,7 @@ Result<std::map<std::string, double>> decode_speeds(const ModelSource& source, c
       options.pattern = pattern;
       options.weights = form.weights;
       options.format = form.format;
-      auto model = LlamaModel::build(source.params(), source.loader(), options);
+      auto model = LlamaModel::build(source.params(), source.tensors(), options);
       if (!model.ok()) return model.error();
       models.push_back(std::move(*model));
       keys.push_back(form_key(pattern, form));
@@ -142,7 +142,7 @@ int run(const AccuracyArgs& args) {
   }
   auto source = ModelSource::open(args.model);
   if (!source.ok()) return report_error(source.error());
-  auto tokenizer = source_tokenizer(*source);
+  auto tokenizer = load_tokenizer(*source);
   if (!tokenizer.ok()) return report_error(tokenizer.error());
   auto text_path = eval_text_path(args.text);
   if (!text_path.ok()) return report_error(text_path.error());
@@ -165,7 +165,7 @@ int run(const AccuracyArgs& args) {
   auto evaluate = [&](const std::optional<Pattern>& pattern, CalibMethod method) -> Status {
     ModelOptions options;
     options.keep_dense_weights = pattern.has_value();
-    auto model = LlamaModel::build(source->params(), source->loader(), options);
+    auto model = LlamaModel::build(source->params(), source->tensors(), options);
     if (!model.ok()) return model.error();
     double prune_seconds = 0;
     std::optional<CalibRun> calib;

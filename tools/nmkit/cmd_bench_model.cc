@@ -50,6 +50,7 @@ const bool registered = register_command({
         int rounds = 3;
         int64_t decode = 128, prefill = 512;
         bool no_llamacpp = false;
+        bool one_at_a_time = false;
         std::vector<std::string> variants;
       };
       auto args = std::make_shared<Args>();
@@ -61,6 +62,9 @@ const bool registered = register_command({
       app.add_option("--llama-bench", args->llama_bench, "llama.cpp's llama-bench (skipped when absent)")
           ->capture_default_str();
       app.add_flag("--no-llamacpp", args->no_llamacpp, "Only nmkit");
+      app.add_flag("--one-at-a-time", args->one_at_a_time,
+                   "Build, time and free each form before the next (load time and peak RSS per form); "
+                   "the default when the forms do not fit in memory together");
       app.add_option("--variants", args->variants,
                      "Only these weight forms, comma-separated labels or dtypes (\"int8\", \"f32 dense\", "
                      "\"bf16 2:4 sparse24\"); default all nine")
@@ -71,12 +75,10 @@ const bool registered = register_command({
         }
         auto opened = open_model(args->model);
         if (!opened.ok()) return report_error(opened.error());
-        // The source tensors are read once and shared by every variant's build.
         auto source = std::make_shared<OpenedModel>(std::move(opened.value()));
-        cache_tensors(*source);
         bench::ModelBenchOptions o;
         o.model_label = args->model;
-        o.build = [source](const ModelOptions& options) { return LlamaModel::build(source->params, source->load, options); };
+        o.build = [source](const ModelOptions& options) { return LlamaModel::build(source->params, source->tensors, options); };
         if (!args->variants.empty()) {
           std::vector<bench::ModelVariant> chosen;
           for (const auto& v : o.variants) {
@@ -90,6 +92,7 @@ const bool registered = register_command({
           if (chosen.empty()) return report_error("--variants matches none of the nine weight forms");
           o.variants = std::move(chosen);
         }
+        o.one_at_a_time = args->one_at_a_time || !bench::forms_fit_at_once(source->params, o.variants);
         o.rounds = args->rounds;
         o.decode_tokens = args->decode;
         o.prefill_tokens = args->prefill;

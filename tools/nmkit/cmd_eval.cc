@@ -127,7 +127,9 @@ const bool registered = register_command({
                               {"tokens", result->tokens},       {"predictions", result->predictions},
                               {"perplexity", result->perplexity}, {"nll_sum", result->nll_sum},
                               {"seconds", result->seconds},     {"tokens_per_second", tps},
-                              {"weight_bytes_per_token", model->weight_bytes_per_token()}};
+                              {"weight_bytes_per_token", model->weight_bytes_per_token()},
+                              {"resident_bytes", model->resident_bytes()},
+                              {"kv_cache_bytes", LlamaSession::cache_bytes(model->params(), args->ctx)}};
           auto st = json_file->append(j.dump(1) + "\n");
           if (st.ok()) st = json_file->commit();
           if (!st.ok()) return report_error(st.error());

@@ -1,5 +1,4 @@
 // `nmkit generate MODEL --prompt TEXT`: text from a llama model, greedy by default, then the speed.
-#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -10,12 +9,10 @@
 #include "tools/nmkit/cli_util.h"
 #include "tools/nmkit/command.h"
 #include "tools/nmkit/model_cli.h"
-#include "nmkit/sampler.h"
+#include "nmkit/generate.h"
 
 namespace nmkit::cli {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 const bool registered = register_command({
     "generate",
@@ -44,61 +41,36 @@ const bool registered = register_command({
         auto options = model_options(args->weights);
         if (!options.ok()) return report_error(options.error());
         if (args->n < 1) return report_error("-n " + std::to_string(args->n) + " is not positive");
-        auto sampler = Sampler::create(args->sampling);
-        if (!sampler.ok()) return report_error(sampler.error());
-        if (first_invalid_utf8(args->prompt)) return report_error("--prompt is not UTF-8 text");
+        if (auto sampler = Sampler::create(args->sampling); !sampler.ok()) return report_error(sampler.error());
         auto source = open_model(args->model);
         if (!source.ok()) return report_error(source.error());
         auto tokenizer_result = require_tokenizer(*source);
         if (!tokenizer_result.ok()) return report_error(tokenizer_result.error());
         const Tokenizer& tokenizer = **tokenizer_result;
-        std::string text = args->prompt;
-        if (args->chat) {
-          const std::vector<ChatMessage> messages = {{"user", args->prompt}};
-          auto rendered = apply_chat_template(tokenizer.chat_template(), messages, true);
-          if (!rendered.ok()) return report_error(rendered.error().with_context(args->model + ": "));
-          text = *rendered;
+        // Before the model is built: a prompt that cannot run fails fast.
+        auto ids = prompt_tokens(tokenizer, args->prompt, args->chat, source->params.n_ctx_train);
+        if (!ids.ok()) {  // the prompt's own faults read "--prompt ...", the chat template's name the model
+          const Error& e = ids.error();
+          return report_error(e.code() == ErrorCode::InvalidArgument ? e.with_context("--")
+                                                                     : e.with_context(args->model + ": "));
         }
-        auto ids = tokenizer.encode(text, tokenizer.add_bos(), args->chat);
-        if (!ids.ok()) return report_error(ids.error());
-        const int64_t n_prompt = static_cast<int64_t>(ids->size());
-        const int64_t n_ctx = source->params.n_ctx_train;
-        if (n_prompt < 1) return report_error("--prompt gives no tokens");
-        if (n_prompt >= n_ctx) {
-          return report_error(fmt::format("--prompt has {} tokens, more than the context length {} of {} allows",
-                                          n_prompt, n_ctx, args->model));
-        }
-        const int64_t n_gen = std::min(args->n, n_ctx - n_prompt);
         auto model = build_model(*source, *options);
         if (!model.ok()) return report_error(model.error());
-        LlamaSession session(*model, n_prompt + n_gen);
-        const int64_t V = model->params().n_vocab;
-        std::vector<float> logits(static_cast<size_t>(V));
-        const auto t0 = Clock::now();
-        Status st = model->forward(session, ids->data(), n_prompt, logits.data(), n_prompt - 1);
-        if (!st.ok()) return report_error(st.error());
-        const double prefill_s = std::chrono::duration<double>(Clock::now() - t0).count();
-        std::fputs(args->prompt.c_str(), stdout);
-        std::fflush(stdout);
-        int64_t generated = 0, decoded = 0;  // tokens printed; one-token forward passes timed
-        const auto t1 = Clock::now();
-        for (;;) {
-          auto next = sampler->sample(logits);
-          if (!next.ok()) return report_error(next.error());
-          if (tokenizer.is_eog(*next)) break;
-          const std::string piece = tokenizer.token_to_piece(*next);
+        GenerateOptions go;
+        go.max_tokens = args->n;
+        go.sampling = args->sampling;
+        go.on_piece = [](std::string_view piece) {
           std::fwrite(piece.data(), 1, piece.size(), stdout);
           std::fflush(stdout);
-          if (++generated >= n_gen) break;
-          int32_t id = *next;
-          st = model->forward(session, &id, 1, logits.data(), 0);
-          if (!st.ok()) return report_error(st.error());
-          ++decoded;
-        }
-        const double decode_s = std::chrono::duration<double>(Clock::now() - t1).count();
-        fmt::print("\n\nprefill {} tokens, {:.1f} tokens/s; decode {} tokens, {:.1f} tokens/s ({})\n", n_prompt,
-                   static_cast<double>(n_prompt) / prefill_s, generated,
-                   decoded > 0 ? static_cast<double>(decoded) / decode_s : 0.0, describe(*options));
+        };
+        std::fputs(args->prompt.c_str(), stdout);
+        std::fflush(stdout);
+        auto run = generate(*model, tokenizer, *ids, go);
+        if (!run.ok()) return report_error(run.error());
+        fmt::print("\n\nprefill {} tokens, {:.1f} tokens/s; decode {} tokens, {:.1f} tokens/s ({})\n", ids->size(),
+                   static_cast<double>(ids->size()) / run->prefill_seconds, run->tokens.size(),
+                   run->decoded > 0 ? static_cast<double>(run->decoded) / run->decode_seconds : 0.0,
+                   describe(*options));
         return 0;
       };
     },

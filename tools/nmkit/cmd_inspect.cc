@@ -20,7 +20,7 @@ int run(const InspectArgs& args) {
   auto tensors = inspect_file(args.path);
   if (!tensors.ok()) return report_error(tensors.error());
   if (args.json) {
-    fmt::print("{}\n", inspect_json(args.path, *tensors).dump(2));
+    fmt::print("{}\n", inspect_json(args.path, *tensors));
     return 0;
   }
   fmt::print("{}\n", args.path);

@@ -43,9 +43,10 @@ Result<PruneCheckpointJob> make_job(const PruneArgs& args) {
   auto method = parse_prune_method(args.method);
   if (!method.ok()) return method.error().with_context("--method: ");
   job.method = *method;
-  auto format = parse_weight_format(args.format);
+  auto format = parse_stored_format(args.format);
   if (!format.ok()) return format.error().with_context("--format: ");
-  job.format = *format;
+  job.format = format->format;
+  job.layout = format->layout;
   if (auto status = check_format_pattern(job.format, job.pattern); !status.ok()) {
     return status.error().with_context("--format ");
   }
@@ -114,7 +115,7 @@ int run(const PruneArgs& args) {
   fmt::print("pruned {} tensors to {} ({}, format {}), copied {} unchanged; wrote {} in {:.3f} s ({:.2f} GB/s of "
              "input; {:.3f} s producing tensors, {:.3f} s opening, allocating and syncing files)\n",
              outcome->tensors.size(), job->pattern.str(), prune_method_name(job->method),
-             weight_format_name(job->format), outcome->copied_tensors, job->output, outcome->seconds,
+             stored_format_name({job->format, job->layout}), outcome->copied_tensors, job->output, outcome->seconds,
              outcome->seconds > 0 ? gb / outcome->seconds : 0.0, outcome->fill_seconds,
              outcome->seconds - outcome->fill_seconds);
   if (outcome->tensors.empty()) {
@@ -147,7 +148,7 @@ const bool registered = register_command(CommandSpec{
           ->capture_default_str();
       app.add_option("--format", args->format,
                      "dense (masked, original layout) | sparse24 (NAME.values + NAME.meta, 2:4/1:4 only) | "
-                     "nm (NAME.values + NAME.mask)")
+                     "nm (NAME.values + NAME.mask) | cutlass_sm80 (sparse24 in CUTLASS's SM80 layout, F16/BF16)")
           ->capture_default_str();
       app.add_option("--report", args->report, "Write the metrics as JSON");
       add_model_prune_flags(app, args->model);

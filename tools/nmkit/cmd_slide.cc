@@ -1,6 +1,7 @@
-// nmkit slide IN -o OUT --pattern 6:8 [--align 32] [--format dense|sparse24]: rewrites every selected
-// keep:2N-compliant weight as its SlideSparse 2:4 form [rows, K'] (docs/design.md section 5), records the
-// geometry in __metadata__ and prints K, K', expansion and the ideal speedup N/(N-1) per tensor.
+// nmkit slide IN -o OUT --pattern 6:8 [--align 32] [--format dense|sparse24|cutlass_sm80]: rewrites
+// every selected keep:2N-compliant weight as its SlideSparse 2:4 form [rows, K'] (docs/design.md
+// section 5), records the geometry in __metadata__ and prints K, K', expansion and the ideal speedup
+// N/(N-1) per tensor.
 #include <memory>
 #include <string>
 #include <fmt/core.h>
@@ -31,10 +32,10 @@ int run(const SlideArgs& args) {
   if (auto probe = SlideGeometry::make(*pattern, 1, args.align); !probe.ok()) {
     return report_error(probe.error().with_context(fmt::format("--pattern {} --align {}: ", args.pattern, args.align)));
   }
-  auto format = parse_weight_format(args.format);
+  auto format = parse_stored_format(args.format);
   if (!format.ok()) return report_error(format.error().with_context("--format: "));
-  if (*format == WeightFormat::NM) {
-    return report_error("--format nm: a slid weight is 2:4; use dense or sparse24");
+  if (format->format == WeightFormat::NM) {
+    return report_error("--format nm: a slid weight is 2:4; use dense, sparse24 or cutlass_sm80");
   }
   if (auto distinct = check_distinct_files({{"-o", args.output}}, {{"input", args.input}}); !distinct.ok()) {
     return report_error(distinct.error());
@@ -47,7 +48,8 @@ int run(const SlideArgs& args) {
   job.output = args.output;
   job.pattern = *pattern;
   job.align = args.align;
-  job.format = *format;
+  job.format = format->format;
+  job.layout = format->layout;
   job.selected = filter->predicate();
   job.noncompliant_hint =
       fmt::format("run `nmkit prune {} -o PRUNED.safetensors --pattern {}` first", args.input, args.pattern);
@@ -67,7 +69,7 @@ int run(const SlideArgs& args) {
   fmt::print("{}", table.render());
   fmt::print("slid {} tensors from {} onto 2:4 windows (N {}, window 4, stride 2, align {}, format {}), copied {} "
              "unchanged; wrote {}\n",
-             outcome->tensors.size(), pattern->str(), pattern->N(), args.align, weight_format_name(*format),
+             outcome->tensors.size(), pattern->str(), pattern->N(), args.align, stored_format_name(*format),
              outcome->copied_tensors, args.output);
   if (outcome->tensors.empty()) {
     fmt::print("note: no tensor was selected (2-D F32/F16/BF16 not already slid, --include '{}', --exclude '{}')\n",
@@ -90,7 +92,9 @@ const bool registered = register_command(CommandSpec{
       app.add_option("--align", args->align, "K' is rounded up to a multiple of this (a multiple of 4; 32 suits "
                                              "cuSPARSELt's 8-bit types, 16 its 16-bit ones)")
           ->capture_default_str();
-      app.add_option("--format", args->format, "dense (masked [rows, K']) | sparse24 (NAME.values + NAME.meta)")
+      app.add_option("--format", args->format,
+                     "dense (masked [rows, K']) | sparse24 (NAME.values + NAME.meta) | cutlass_sm80 (sparse24 in "
+                     "CUTLASS's SM80 layout, F16/BF16)")
           ->capture_default_str();
       app.add_option("--include", args->include, "Slide only names where this regex is found (default: all)");
       app.add_option("--exclude", args->exclude, "Never slide names where this regex is found")->capture_default_str();

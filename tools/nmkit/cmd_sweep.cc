@@ -89,7 +89,6 @@ const bool registered = register_command({
           return report_error(fmt::format("--ctx {} / --prefill {} exceed the context length {} of {}", args->ctx,
                                           args->prefill, source->params.n_ctx_train, args->model));
         }
-        cache_tensors(*source);  // the file is read once for every row's build
         auto tokenizer = require_tokenizer(*source);
         if (!tokenizer.ok()) return report_error(tokenizer.error());
         std::optional<PendingFile> json_file;

@@ -1,6 +1,5 @@
 #include "tools/nmkit/model_cli.h"
 
-#include <map>
 #include <string>
 
 #include "tools/nmkit/cli_util.h"
@@ -16,13 +15,8 @@ Result<OpenedModel> open_model(const std::string& path) {
   OpenedModel m;
   m.path = path;
   m.params = shared->params();
-  m.load = shared->loader();
-  Result<Tokenizer> tokenizer = Error(path + ": the model has no tokenizer");
-  if (shared->gguf() != nullptr) {
-    if (shared->gguf()->find_key("tokenizer.ggml.model") != nullptr) tokenizer = Tokenizer::from_gguf(*shared->gguf());
-  } else if (!shared->tokenizer_json().empty()) {
-    tokenizer = Tokenizer::from_hf_json(shared->tokenizer_json());
-  }
+  m.tensors = shared->tensors();
+  auto tokenizer = load_tokenizer(*shared);
   if (tokenizer.ok()) m.tokenizer = std::make_shared<const Tokenizer>(std::move(tokenizer.value()));
   else m.tokenizer_error = tokenizer.error().message();
   m.keep_alive = shared;
@@ -60,32 +54,14 @@ Result<ModelOptions> model_options(const WeightFlags& flags) {
   return o;
 }
 
-std::string describe(const ModelOptions& o) {
-  std::string s = o.weights == DType::F32 ? "f32" : o.weights == DType::BF16 ? "bf16" : "int8";
-  if (o.pattern) s += " " + o.pattern->str();
-  s += " " + std::string(linear_format_name(o.format));
-  return s;
-}
-
-void cache_tensors(OpenedModel& source) {
-  auto cache = std::make_shared<std::map<std::string, Tensor>>();
-  source.load = [cache, load = source.load](const std::string& name) -> Result<Tensor> {
-    auto it = cache->find(name);
-    if (it == cache->end()) {
-      auto t = load(name);
-      if (!t.ok()) return t.error();
-      it = cache->emplace(name, std::move(t.value())).first;
-    }
-    return Tensor::copy_of(it->second.view());
-  };
-}
+std::string describe(const ModelOptions& o) { return weight_form_name(o); }
 
 Result<LlamaModel> build_model(const OpenedModel& source, ModelOptions options) {
   Progress progress("building " + describe(options));
   options.on_block = [&progress](int64_t b, int64_t n) {
     progress.update(static_cast<size_t>(b + 1), static_cast<size_t>(n), "");
   };
-  auto model = LlamaModel::build(source.params, source.load, options);
+  auto model = LlamaModel::build(source.params, source.tensors, options);
   if (!model.ok()) return model.error().with_context(source.path + ": ");
   return model;
 }

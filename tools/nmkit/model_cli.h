@@ -13,12 +13,12 @@
 
 namespace nmkit::cli {
 
-// An opened model source (ModelSource: a GGUF file or a Hugging Face folder): parameters, a loader of
-// f32 tensors by GGUF name, and (when the source has one) its tokenizer. Holds the file open.
+// An opened model source (ModelSource: a GGUF file or a Hugging Face folder): parameters, its tensors
+// by GGUF name, and (when the source has one) its tokenizer. Holds the file open.
 struct OpenedModel {
   std::string path;
   LlamaParams params;
-  TensorLoader load;
+  ModelTensors tensors;
   std::shared_ptr<const Tokenizer> tokenizer;  // null when the source has none (tokenizer_error says why)
   std::string tokenizer_error;
   std::shared_ptr<void> keep_alive;  // the file or directory reader behind `load`
@@ -36,10 +36,6 @@ void add_weight_flags(CLI::App& app, WeightFlags& flags);
 Result<ModelOptions> model_options(const WeightFlags& flags);
 // "f32 dense", "bf16 2:4 sparse24", "int8 6:8 slid".
 std::string describe(const ModelOptions& options);
-
-// Makes source.load remember every tensor it gave (f32), so that several models built from one source
-// (sweep, bench model) read and dequantize the file once.
-void cache_tensors(OpenedModel& source);
 
 // Builds the model, with "[b/n] building FORM" on a terminal.
 Result<LlamaModel> build_model(const OpenedModel& source, ModelOptions options);

@@ -53,7 +53,7 @@ nlohmann::json prune_report(const PruneCheckpointJob& job, const PruneOutcome& o
   return nlohmann::json{
       {"pattern", job.pattern.str()},
       {"method", std::string(prune_method_name(job.method))},
-      {"format", std::string(weight_format_name(job.format))},
+      {"format", std::string(stored_format_name({job.format, job.layout}))},
       {"tensors", std::move(tensors)},
       {"total", metrics_json(outcome.total, outcome.dense_bytes, outcome.stored_bytes)},
   };

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "cpu/quant_kernels.h"
+#include "quant/quant_rules.h"
 
 namespace nmkit::cpu::scalar {
 namespace {
@@ -46,10 +47,9 @@ int64_t quantize_rows(const QuantRowsArgs& args, int64_t begin, int64_t end, std
       args.scales[m] = 1.0f;
       continue;
     }
-    const float absmax = abs_bits_to_f32(args.src_dtype, bits);
-    const float inv = qmax / absmax;
-    args.scales[m] = absmax / qmax;
-    quantize_row_values(args, src, inv, gather ? codes : dst);
+    const quant_rules::RowScale row = quant_rules::row_scale(abs_bits_to_f32(args.src_dtype, bits), qmax);
+    args.scales[m] = row.scale;
+    quantize_row_values(args, src, row.inv, gather ? codes : dst);
     if (gather) {
       gather_lifted_row(args, codes, dst);
     } else if (args.cols > args.K) {  // 2:4 lifting: identity plus zero padding

@@ -1,4 +1,4 @@
-// The GGUF side of `nmkit inspect` (issue 10 part 5): which format a file is, and the report of a
+// The GGUF side of inspect_file (include/nmkit/inspect.h; issue 10 part 5): which format a file is, and the report of a
 // GGUF file's tensors, each dequantized (docs/design.md section 11.1) to count zeros and find the
 // sparsest N:M pattern it complies with.
 #include <fcntl.h>
@@ -8,17 +8,21 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
-#include <fmt/core.h>
+#include <cstdio>
 
 #include "nmkit/format.h"
 #include "nmkit/gguf.h"
-#include "tools/nmkit/inspect_logic.h"
+#include "nmkit/inspect.h"
 
-namespace nmkit::cli {
+namespace nmkit {
 
 Result<FileKind> sniff_file_kind(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  if (fd < 0) {
+    const int err = errno;
+    return Error(err == ENOENT ? ErrorCode::NotFound : ErrorCode::Io, "cannot open: " + std::string(std::strerror(err)))
+        .with_file(path);
+  }
   unsigned char head[9] = {};
   size_t got = 0;
   while (got < sizeof(head)) {
@@ -32,8 +36,14 @@ Result<FileKind> sniff_file_kind(const std::string& path) {
   // with '{' right away.
   if (got == sizeof(head) && head[8] == '{') return FileKind::Safetensors;
   std::string start;
-  for (size_t i = 0; i < std::min<size_t>(got, 8); ++i) start += fmt::format("{}{:02x}", i ? " " : "", head[i]);
-  return Error(fmt::format("{}: not a safetensors or GGUF file (it starts with bytes [{}])", path, start));
+  for (size_t i = 0; i < std::min<size_t>(got, 8); ++i) {
+    char byte[4];
+    std::snprintf(byte, sizeof(byte), "%02x", head[i]);
+    if (i > 0) start += ' ';
+    start += byte;
+  }
+  return Error(ErrorCode::InvalidFile, "not a safetensors or GGUF file (it starts with bytes [" + start + "])")
+      .with_file(path);
 }
 
 Result<std::vector<InspectedTensor>> inspect_gguf(const std::string& path) {
@@ -61,4 +71,4 @@ Result<std::vector<InspectedTensor>> inspect_gguf(const std::string& path) {
   return result;
 }
 
-}  // namespace nmkit::cli
+}  // namespace nmkit

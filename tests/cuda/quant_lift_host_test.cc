@@ -1,0 +1,121 @@
+// The CUDA quantize + lift kernel's row code (src/cuda/quant_lift_rows.h), built for the host, against
+// the CPU quantizer (every ISA tier, through NMKIT_ISA) and the scalar reference, byte for byte:
+// codes and scales, INT8 and E4M3, f32 and bf16 rows, plain and lifted (2:4, 4:6, 6:8, 14:16), on
+// awkward K, all-zero rows, rows whose inv is infinite, and values on rounding ties.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "cuda/quant_lift_rows.h"
+#include "nmkit/quant.h"
+#include "nmkit/slide_geometry.h"
+#include "ref/quant_ref.h"
+#include "tests/util/random.h"
+
+namespace nmkit {
+namespace {
+
+// The kernel's work for one row, done by `lanes` simulated threads in turn, as the block does it.
+template <class Src>
+void gpu_rows_on_host(const Src* x, int64_t M, const cuda::LiftRows& shape, int lanes, std::vector<uint8_t>& codes,
+                      std::vector<float>& scales) {
+  codes.assign(static_cast<size_t>(M * shape.cols), 0xAA);  // poison: every byte must be written
+  scales.assign(static_cast<size_t>(M), -1.0f);
+  for (int64_t m = 0; m < M; ++m) {
+    const Src* row = x + m * shape.K;
+    uint32_t bits = 0;
+    for (int lane = 0; lane < lanes; ++lane) bits = std::max(bits, cuda::lane_abs_bits_max(row, shape.K, lane, lanes));
+    ASSERT_LT(bits, 0x7F800000u);
+    const auto scale = quant_rules::row_scale(quant_rules::float_of(bits), shape.e4m3 ? 448.0f : 127.0f);
+    scales[static_cast<size_t>(m)] = scale.scale;
+    for (int64_t t = 0; t < shape.cols / 4; ++t) {
+      const uint32_t word = cuda::code_word(row, shape, scale, t);
+      std::memcpy(codes.data() + m * shape.cols + 4 * t, &word, 4);
+    }
+  }
+}
+
+// Rows of K values: random, then an all-zero row, a row of tiny values (absmax < 2^-121: inv is
+// infinite), and a row of half-integers scaled so that x * inv lands on .5 ties.
+Tensor test_rows(DType dtype, int64_t K, uint64_t seed) {
+  std::vector<float> v = test::random_floats(static_cast<size_t>(6 * K), seed, -3.0f, 3.0f);
+  for (int64_t k = 0; k < K; ++k) {
+    v[static_cast<size_t>(3 * K + k)] = 0.0f;
+    v[static_cast<size_t>(4 * K + k)] = (k % 3 == 0 ? -1.0f : 1.0f) * 1e-37f * static_cast<float>(k % 5);
+    v[static_cast<size_t>(5 * K + k)] = static_cast<float>((k % 255) - 127) + 0.5f;
+  }
+  v[static_cast<size_t>(4 * K)] = 1e-37f;  // at least one non-zero tiny value
+  v[static_cast<size_t>(5 * K)] = 127.0f;  // absmax 127: inv 1, so the .5 values are ties
+  return Tensor::from_f32(v, {6, K}, dtype);
+}
+
+struct Case {
+  int N;  // 0: plain quantization, else lifting of (2N-2):2N
+  QuantType type;
+  DType dtype;
+};
+
+TEST(QuantLiftHost, MatchesCpuQuantizerByteForByte) {
+  const uint64_t seed = 27;
+  SCOPED_TRACE(test::seed_trace(seed));
+  int64_t nonzero_codes = 0;
+  for (const int64_t K : test::awkward_sizes()) {
+    for (const int N : {0, 2, 3, 4, 8}) {
+      for (const QuantType type : {QuantType::Int8, QuantType::E4M3}) {
+        for (const DType dtype : {DType::F32, DType::BF16}) {
+          SCOPED_TRACE("K " + std::to_string(K) + " N " + std::to_string(N) + " " +
+                       std::string(quant_type_name(type)) + " " + std::string(dtype_name(dtype)));
+          const Tensor x = test_rows(dtype, K, seed + static_cast<uint64_t>(K));
+          Result<Quantized> cpu = Error("unset");
+          std::optional<SlideGeometry> geometry;
+          cuda::LiftRows shape;
+          shape.K = K;
+          shape.e4m3 = type == QuantType::E4M3;
+          if (N == 0) {
+            cpu = quantize_tokens(x.view(), type);
+            shape.real = K;
+          } else {
+            auto g = SlideGeometry::make(Pattern{2 * N - 2, 2 * N}, K);
+            ASSERT_TRUE(g.ok()) << g.error().message();
+            geometry = *g;
+            cpu = quantize_lift(x.view(), *geometry, type);
+            shape.real = geometry->K_prime_raw();
+            shape.in_group = 2 * N;
+            shape.out_group = 4 * (N - 1);
+          }
+          ASSERT_TRUE(cpu.ok()) << cpu.error().message();
+          const Quantized ref = ref_quantize(x.view(), type, geometry ? &*geometry : nullptr);
+          const int64_t cols = cpu->codes.cols();
+          shape.cols = (cols + 3) / 4 * 4;  // the kernel writes whole words; the extra ones are zero
+          for (const int lanes : {1, 7, 256}) {
+            std::vector<uint8_t> codes;
+            std::vector<float> scales;
+            if (dtype == DType::F32) {
+              gpu_rows_on_host(x.as<float>(), 6, shape, lanes, codes, scales);
+            } else {
+              gpu_rows_on_host(x.as<uint16_t>(), 6, shape, lanes, codes, scales);
+            }
+            for (int64_t m = 0; m < 6; ++m) {
+              ASSERT_EQ(0, std::memcmp(&scales[static_cast<size_t>(m)], cpu->scales.as<float>() + m, 4)) << "row " << m;
+              ASSERT_EQ(0, std::memcmp(&scales[static_cast<size_t>(m)], ref.scales.as<float>() + m, 4)) << "row " << m;
+              for (int64_t j = 0; j < shape.cols; ++j) {
+                const uint8_t got = codes[static_cast<size_t>(m * shape.cols + j)];
+                const uint8_t want = j < cols ? cpu->codes.as<uint8_t>()[m * cols + j] : 0;
+                ASSERT_EQ(got, want) << "row " << m << ", column " << j << ", lanes " << lanes;
+                if (j < cols) {
+                  ASSERT_EQ(got, ref.codes.as<uint8_t>()[m * cols + j]) << "row " << m << ", column " << j;
+                }
+                nonzero_codes += got != 0;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(nonzero_codes, 100000);  // the comparison saw real codes, not only padding
+}
+
+}  // namespace
+}  // namespace nmkit

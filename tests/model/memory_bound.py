@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Peak memory of `nmkit eval` against what the model form holds (docs/design.md 14, issue 25).
+
+A random-weight llama of the `test` shape (scripts/make_scale_model.py: hidden 1024, 4 blocks, ffn
+4096, SmolLM2's vocabulary; 220 MB in BF16) is evaluated on one chunk of 512 tokens in every weight
+form (f32/bf16/int8 x dense/2:4/6:8), each in a child process whose peak RSS the kernel reports
+(wait4's ru_maxrss). Each run must stay within
+
+    1.10 x the model's resident bytes + its KV cache + the fixed cost + its activations + 32 MiB
+
+where the fixed cost is the peak RSS of the same command on the `tiny` shape (code, libraries, the
+thread pool, the text and its tokens, the logits of a chunk) and the activations are the forward
+pass's buffers for 512 tokens of this shape. design.md's bound allows 500 MB over 1.10 x the weights
+and the cache at any size; at this size that would hide a second copy of the embedding (200 MB in
+f32) or of every linear, which this tighter bound does not. The model's resident bytes come from
+`nmkit eval --json` (LlamaModel::resident_bytes).
+
+Usage: memory_bound.py --nmkit PATH/TO/nmkit
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FORMS = [("f32", None, "dense"), ("f32", "2:4", "sparse24"), ("f32", "6:8", "nm"),
+         ("bf16", None, "dense"), ("bf16", "2:4", "sparse24"), ("bf16", "6:8", "nm"),
+         ("int8", None, "dense"), ("int8", "2:4", "sparse24"), ("int8", "6:8", "slid")]
+# The `test` shape's forward buffers per token (model/forward_common.h Scratch): x, xn, tmp (hidden
+# each), qkv, att, gate_up, act; floats.
+HIDDEN, HEADS, KV_HEADS, FF = 1024, 16, 4, 4096
+HEAD_DIM = HIDDEN // HEADS
+SCRATCH_FLOATS = 3 * HIDDEN + (HEADS + 2 * KV_HEADS) * HEAD_DIM + HEADS * HEAD_DIM + 3 * FF
+CTX = 512
+MIB = 1 << 20
+
+
+def fetched(script, *args):
+    r = subprocess.run(["bash", os.path.join(ROOT, "scripts", script), *args], cwd=ROOT, capture_output=True, text=True)
+    return r.stdout.strip().splitlines()[-1] if r.returncode == 0 and r.stdout.strip() else None
+
+
+def run_eval(nmkit, model, text, form, out_dir):
+    weights, pattern, fmt = form
+    out = os.path.join(out_dir, "r.json")
+    cmd = [nmkit, "eval", model, "--text", text, "--chunks", "1", "--ctx", str(CTX), "--weights", weights,
+           "--format", fmt, "--json", out]
+    if pattern:
+        cmd += ["--pattern", pattern]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _, _, usage = os.wait4(proc.pid, 0)
+    stdout, stderr = proc.communicate()
+    if proc.returncode not in (0, None) or not os.path.exists(out):
+        sys.exit(f"FAIL {' '.join(cmd)}: {stderr.decode().strip()}")
+    with open(out) as f:
+        result = json.load(f)
+    os.unlink(out)
+    return usage.ru_maxrss * 1024, result
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nmkit", required=True)
+    args = ap.parse_args()
+    tokenizer = fetched("fetch_model.sh")
+    text = fetched("fetch_texts.sh", "eval")
+    if not tokenizer or not text:
+        print("SKIP: SmolLM2 (its tokenizer) or the evaluation text could not be fetched")
+        return 0
+    models = {}
+    for shape in ("tiny", "test"):
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "make_scale_model.py"), shape,
+                            "--tokenizer", os.path.join(ROOT, tokenizer)], cwd=ROOT, capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit(f"FAIL make_scale_model.py {shape}: {r.stderr.strip()}")
+        models[shape] = os.path.join(ROOT, r.stdout.strip())
+    text = os.path.join(ROOT, text)
+    failures = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for form in FORMS:
+            label = " ".join(x for x in form if x)
+            fixed, _ = run_eval(args.nmkit, models["tiny"], text, form, tmp)
+            rss, r = run_eval(args.nmkit, models["test"], text, form, tmp)
+            held, kv = r["resident_bytes"], r["kv_cache_bytes"]
+            activations = SCRATCH_FLOATS * 4 * CTX
+            bound = 1.10 * held + kv + fixed + activations + 32 * MIB
+            design_bound = 1.10 * held + kv + 500e6
+            ok = rss <= bound and rss <= design_bound
+            failures += not ok
+            print(f"{'ok  ' if ok else 'FAIL'} {label:<18} peak RSS {rss / MIB:7.1f} MiB, bound {bound / MIB:7.1f} "
+                  f"(weights held {held / MIB:.1f}, KV {kv / MIB:.1f}, fixed {fixed / MIB:.1f}, "
+                  f"activations {activations / MIB:.1f})")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
