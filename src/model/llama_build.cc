@@ -350,7 +350,7 @@ Result<Weight> load_weight(const ModelTensors& src, const std::string& name, con
   }
   auto t = load_checked(src.load_f32, name, shape);
   if (!t.ok()) return t.error();
-  Weight w{std::move(*t), {}};
+  Weight w{std::move(*t), {}, nullptr};
   w.view = w.owned.view();
   return w;
 }
@@ -422,7 +422,7 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTenso
         if (options.pattern) {
           auto pruned = prune(weights[i].view, *options.pattern, options.method, {}, name);
           if (!pruned.ok()) return pruned.error();
-          weights[i] = model::Weight{std::move(pruned->pruned), {}};
+          weights[i] = model::Weight{std::move(pruned->pruned), {}, nullptr};
           weights[i].view = weights[i].owned.view();
         }
         views[i] = weights[i].view;
