@@ -114,9 +114,6 @@ Status check_format(DType weights, LinearFormat format, const std::optional<Patt
   if (format == LinearFormat::Sparse24 && !(*pattern == Pattern{2, 4})) {
     return Error(ErrorCode::InvalidArgument, "model: format sparse24 needs pattern 2:4, not " + pattern->str());
   }
-  if (format == LinearFormat::NM && weights == DType::I8) {
-    return Error(ErrorCode::InvalidArgument, "model: format nm runs f32 or bf16 weights, not int8 (use slid or sparse24)");
-  }
   if (format == LinearFormat::NM && pattern->group > 16) {
     return Error(ErrorCode::InvalidArgument, "model: format nm supports groups up to 16, not " + pattern->str());
   }
@@ -142,19 +139,23 @@ Tensor convert_rows(const TensorView& w, DType dtype) {
   return out;
 }
 
+LinearOptions linear_options(DType weights, LinearFormat format) {
+  LinearOptions lo;
+  lo.int8 = weights == DType::I8;
+  // bf16 weights take bf16 activations (each linear's input rounded to nearest even, as llama.cpp's
+  // BF16 type does): oneDNN then runs its AVX512-BF16 GEMM (bf16 x bf16 -> f32) instead of an f32 GEMM
+  // on a widened copy, and the small-M kernels use vdpbf16ps (docs/data.md).
+  lo.bf16_activations = weights == DType::BF16 && format != LinearFormat::Slid;
+  return lo;
+}
+
 // Packs a dense(-masked) weight [rows, K] in F32, F16 or BF16 as `format` in the `weights` dtype.
 // f32 and bf16 forms convert the values (exactly, or rounded to nearest even for bf16); int8 forms
 // quantize the values as they are (docs/design.md 6), so a BF16 file's weights are never widened.
 Result<SparseLinear> pack_linear(const TensorView& w, DType weights, LinearFormat format,
                                  const std::optional<Pattern>& pattern, const std::string& name) {
   NMKIT_TRY(check_format(weights, format, pattern));
-  LinearOptions lo;
-  lo.int8 = weights == DType::I8;
-  // bf16 weights take bf16 activations (each linear's input rounded to nearest even, as llama.cpp's
-  // BF16 type does): oneDNN then runs its AVX512-BF16 GEMM (bf16 x bf16 -> f32) instead of an f32 GEMM
-  // on a widened copy, and the small-M kernels use vdpbf16ps. bench linear, SmolLM2 1536x576, M=512, 1
-  // thread (loaded machine): 2:4 bf16 on oneDNN 17.1 ms with f32 activations, 11.1 ms with bf16 ones.
-  lo.bf16_activations = weights == DType::BF16 && format != LinearFormat::Slid;
+  LinearOptions lo = linear_options(weights, format);
   const DType form = weights == DType::I8 || format == LinearFormat::Slid
                          ? (w.dtype == DType::F16 ? DType::F32 : w.dtype)
                          : weights;
@@ -280,13 +281,27 @@ Shape linear_shape(const LlamaParams& p, int i) {
 }
 
 Status Block::pack_group(int g, const ModelOptions& o, int64_t b, const std::vector<TensorView>& weights,
-                         LinearFormat format, const std::optional<Pattern>& pattern) {
+                         LinearFormat format, const std::optional<Pattern>& pattern,
+                         const std::shared_ptr<const void>& owner) {
   std::vector<TensorView> parts;
   bool same_dtype = true;
   for (int i = 0; i < 7; ++i) {
     if (kLinearGroup[i] != g) continue;
     parts.push_back(weights[static_cast<size_t>(i)]);
     same_dtype &= parts.back().dtype == parts.front().dtype;
+  }
+  const std::string name = block_tensor_name(b, kGroups[g].label);
+  // Dense weights stored in the model's own dtype are read where they lie, the parts unstacked
+  // (docs/design.md 11.7: a model holds one copy of each weight).
+  if (owner && format == LinearFormat::Dense && same_dtype && parts[0].dtype == o.weights &&
+      (o.weights == DType::F32 || o.weights == DType::BF16)) {
+    NMKIT_TRY(check_format(o.weights, format, pattern));
+    auto linear = SparseLinear::dense(parts, owner, linear_options(o.weights, format));
+    if (!linear.ok()) return linear.error().with_context(name + ": ");
+    linears[static_cast<size_t>(g)] = std::make_unique<SparseLinear>(std::move(linear.value()));
+    formats[static_cast<size_t>(g)] = format;
+    patterns[static_cast<size_t>(g)] = pattern;
+    return ok_status();
   }
   std::vector<Tensor> widened;  // parts of mixed dtypes (an HF q/k converted beside v read in place)
   if (!same_dtype) {
@@ -301,7 +316,6 @@ Status Block::pack_group(int g, const ModelOptions& o, int64_t b, const std::vec
   if (parts.size() > 1) stacked = stack_rows(parts);
   const TensorView group = parts.size() > 1 ? stacked.view() : parts[0];
   widened.clear();
-  const std::string name = block_tensor_name(b, kGroups[g].label);
   auto linear = pack_linear(group, o.weights, format, pattern, name);
   if (!linear.ok()) return linear.error();
   linears[static_cast<size_t>(g)] = std::make_unique<SparseLinear>(std::move(linear.value()));
@@ -366,6 +380,7 @@ std::optional<DType> float_dtype(GgmlType type) {
 struct Weight {
   Tensor owned;
   TensorView view;
+  std::shared_ptr<const void> owner;  // what keeps `view` alive when it lies in the file's mapping
 };
 
 Result<Weight> load_weight(const ModelTensors& src, const std::string& name, const Shape& shape) {
@@ -377,13 +392,13 @@ Result<Weight> load_weight(const ModelTensors& src, const std::string& name, con
         }
         const TensorView view{*dtype, shape, stored->data};
         NMKIT_TRY(check_finite(view, name));
-        return Weight{Tensor(), view};
+        return Weight{Tensor(), view, stored->owner};
       }
     }
   }
   auto t = load_checked(src.load_f32, name, shape);
   if (!t.ok()) return t.error();
-  Weight w{std::move(*t), {}};
+  Weight w{std::move(*t), {}, nullptr};
   w.view = w.owned.view();
   return w;
 }
@@ -458,17 +473,27 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTenso
         if (options.pattern) {
           auto pruned = prune(weights[i].view, *options.pattern, options.method, {}, name);
           if (!pruned.ok()) return pruned.error();
-          weights[i] = model::Weight{std::move(pruned->pruned), {}};
+          weights[i] = model::Weight{std::move(pruned->pruned), {}, nullptr};
           weights[i].view = weights[i].owned.view();
         }
         views[i] = weights[i].view;
       }
-      NMKIT_TRY(block.pack_group(g, options, b, views, options.format, options.pattern));
+      std::shared_ptr<const void> owner;  // set when every weight of the group lies in the file
+      for (size_t i = 0; i < 7; ++i) {
+        if (model::kLinearGroup[i] != g) continue;
+        if (!weights[i].owner) {
+          owner = nullptr;
+          break;
+        }
+        owner = weights[i].owner;
+      }
+      NMKIT_TRY(block.pack_group(g, options, b, views, options.format, options.pattern, owner));
       for (size_t i = 0; i < 7; ++i) {
         if (model::kLinearGroup[i] != g) continue;
         if (options.keep_dense_weights) block.dense[i] = model::f32_copy(weights[i]);
         weights[i] = model::Weight();
-        model::release(tensors, model::block_tensor_name(b, block_linear_names()[i]));
+        // A weight read in place keeps its pages: the layer reads them on every call.
+        if (!owner) model::release(tensors, model::block_tensor_name(b, block_linear_names()[i]));
       }
     }
     NMKIT_TRY(invoke_callback(options.on_block, "model build progress", b, params.n_layer));
@@ -482,20 +507,29 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTenso
   if (params.tied_output) {
     const auto& stored = impl->token_embd.stored();
     const auto dtype = stored ? model::float_dtype(stored->type) : std::nullopt;
-    if (dtype) output.view = TensorView{*dtype, stored->shape, stored->data};
-    else output.owned = impl->token_embd.to_f32();
+    if (dtype) {
+      output.view = TensorView{*dtype, stored->shape, stored->data};
+      output.owner = stored->owner;
+    } else {
+      output.owned = impl->token_embd.to_f32();
+    }
   } else {
     auto w = model::load_weight(tensors, head_name, {params.n_vocab, d});
     if (!w.ok()) return w.error();
     output = std::move(*w);
   }
   if (output.view.data == nullptr) output.view = output.owned.view();
-  auto head = model::pack_linear(output.view, options.weights, LinearFormat::Dense, std::nullopt, head_name);
-  if (!head.ok()) return head.error();
+  // Read in place when the file stores it in the model's dtype (f32 or bf16), as the block linears.
+  const bool in_place = output.owner && output.view.dtype == options.weights &&
+                        (options.weights == DType::F32 || options.weights == DType::BF16);
+  auto head = in_place ? SparseLinear::dense({output.view}, output.owner,
+                                             model::linear_options(options.weights, LinearFormat::Dense))
+                       : model::pack_linear(output.view, options.weights, LinearFormat::Dense, std::nullopt, head_name);
+  if (!head.ok()) return head.error().with_context(in_place ? head_name + ": " : "");
   impl->head = std::make_unique<SparseLinear>(std::move(head.value()));
   if (!params.tied_output && options.keep_dense_weights) impl->output = model::f32_copy(output);
   output = model::Weight();
-  model::release(tensors, head_name);
+  if (!in_place) model::release(tensors, head_name);
   return LlamaModel(std::move(impl));
 }
 
@@ -614,9 +648,12 @@ size_t LlamaModel::weight_bytes_per_token() const {
 
 size_t LlamaModel::resident_bytes() const {
   const Impl& m = *impl_;
-  // MERGE(issue25-linear): SparseLinear's own count of the bytes it holds replaces bytes_streamed().
-  const auto held = [](const SparseLinear& l) { return l.bytes_streamed(); };
-  size_t bytes = held(*m.head) + m.token_embd.resident_bytes() + m.output_norm.nbytes() + m.output.nbytes();
+  // A weight read in place counts as held: its pages are resident once read (SparseLinear).
+  const auto held = [](const SparseLinear& l) { return l.resident_bytes(); };
+  // A tied head read in place shares the embedding's bytes: counted once.
+  const bool shared = m.params.tied_output && m.head->borrowed_bytes() > 0;
+  size_t bytes = held(*m.head) + (shared ? 0 : m.token_embd.resident_bytes()) + m.output_norm.nbytes() +
+                 m.output.nbytes();
   for (const auto& block : m.blocks) {
     for (const auto& l : block.linears) bytes += held(*l);
     for (const model::BlockVector& v : m.family->vectors) bytes += block.vector(v.gguf)->nbytes();

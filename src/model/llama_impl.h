@@ -45,6 +45,8 @@ inline int linear_index(std::string_view name) {
 // An Error for a weight dtype / format / pattern combination the linears cannot run.
 Status check_format(DType weights, LinearFormat format, const std::optional<Pattern>& pattern);
 // w (F32, F16 or BF16) as `format` in the `weights` dtype.
+// The layer options of a linear packed as `format` in the `weights` dtype.
+LinearOptions linear_options(DType weights, LinearFormat format);
 Result<SparseLinear> pack_linear(const TensorView& w, DType weights, LinearFormat format,
                                  const std::optional<Pattern>& pattern, const std::string& name);
 // The shape [rows, K] of block linear i (LlamaModel::block_linear_names order).
@@ -71,7 +73,8 @@ struct Block {
   // (Re)packs group g from weights (the 7 block linears, F32, F16 or BF16; those of other groups
   // are not read).
   Status pack_group(int g, const ModelOptions& o, int64_t b, const std::vector<TensorView>& weights,
-                    LinearFormat format, const std::optional<Pattern>& pattern);
+                    LinearFormat format, const std::optional<Pattern>& pattern,
+                    const std::shared_ptr<const void>& owner = nullptr);
 };
 
 }  // namespace nmkit::model
