@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "bandwidth.h"
 #include "linear_baselines.h"
 #include "measure.h"
 #include "nmkit/format.h"
@@ -38,6 +39,7 @@ struct Record {
   double median_ms = 0, min_ms = 0;
   int samples = 0;
   double weight_gbs = 0, gflops = 0, speedup = 0, byte_ratio = 1;
+  double read_fraction = 0;  // weight_gbs over the read-bandwidth probe of the same run
   bool dense = false;
   double max_error_ratio = 0;  // largest |y - ref| / tolerance over the checked outputs (<= 1 passes)
 };
@@ -155,14 +157,14 @@ double check_output(const Problem& p, const CheckSpec& spec) {
 }
 
 void print_header() {
-  fmt::print("{:<34} {:>5} {:>9} {:>5} {:>6} {:>5} {:>3} {:>10} {:>8} {:>9} {:>8} {:>8}\n", "kernel", "dtype", "pattern",
-             "M", "rows", "K", "thr", "median ms", "GB/s", "GFLOP/s", "speedup", "ceiling");
+  fmt::print("{:<34} {:>5} {:>9} {:>5} {:>6} {:>5} {:>3} {:>10} {:>8} {:>6} {:>9} {:>8} {:>8}\n", "kernel", "dtype",
+             "pattern", "M", "rows", "K", "thr", "median ms", "GB/s", "% read", "GFLOP/s", "speedup", "ceiling");
 }
 
 void print_record(const Record& r) {
-  fmt::print("{:<34} {:>5} {:>9} {:>5} {:>6} {:>5} {:>3} {:>10.3f} {:>8.1f} {:>9.1f} {:>7.2f}x {:>7.2f}x\n", r.kernel,
-             r.weight_dtype, r.pattern, r.M, r.rows, r.K, r.threads, r.median_ms, r.weight_gbs, r.gflops,
-             r.speedup, r.byte_ratio);
+  fmt::print("{:<34} {:>5} {:>9} {:>5} {:>6} {:>5} {:>3} {:>10.3f} {:>8.1f} {:>5.0f}% {:>9.1f} {:>7.2f}x {:>7.2f}x\n",
+             r.kernel, r.weight_dtype, r.pattern, r.M, r.rows, r.K, r.threads, r.median_ms, r.weight_gbs,
+             100.0 * r.read_fraction, r.gflops, r.speedup, r.byte_ratio);
 }
 
 nlohmann::json to_json(const Record& r) {
@@ -173,6 +175,7 @@ nlohmann::json to_json(const Record& r) {
           {"min_ms", r.min_ms},         {"samples", r.samples},
           {"weight_gbs", r.weight_gbs}, {"gflops", r.gflops},
           {"speedup_vs_best_dense", r.speedup}, {"byte_ratio_ceiling", r.byte_ratio},
+          {"read_fraction", r.read_fraction},
           {"dense", r.dense},           {"checked", true},
           {"check_passed", r.max_error_ratio <= 1.0},
           {"max_error_ratio", r.max_error_ratio}};
@@ -258,9 +261,11 @@ int run_linear_bench(const LinearBenchOptions& options) {
   const int threads = thread_count();
   openblas_threads(threads);
   const double copy_gbs = copy_bandwidth_gbs();
-  const double read_gbs = read_bandwidth_gbs();
-  fmt::print("threads {}, last-level cache {} MiB, copy bandwidth {:.1f} GB/s (read+write), read bandwidth {:.1f} GB/s\n",
-             threads, last_level_cache_bytes() >> 20, copy_gbs, read_gbs);
+  const ReadBandwidth read = measure_read_bandwidth();
+  const double read_gbs = read.gbs;
+  fmt::print("threads {}, last-level cache {} MiB, copy bandwidth {:.1f} GB/s (read+write), read bandwidth {:.1f} GB/s "
+             "(one stream {:.1f}, 4 rows {:.1f}; % read: weight GB/s over it)\n",
+             threads, last_level_cache_bytes() >> 20, copy_gbs, read_gbs, read.one_stream_gbs, read.four_rows_gbs);
   if (options.baselines && have_openblas()) fmt::print("OpenBLAS core: {}\n", openblas_core());
   if (const char* policy = std::getenv("OMP_WAIT_POLICY")) fmt::print("OMP_WAIT_POLICY={}\n", policy);
   fmt::print("median ms: median of {} interleaved rounds (each round times every kernel of a dtype and M in turn);\n"
@@ -348,13 +353,23 @@ int run_linear_bench(const LinearBenchOptions& options) {
             if (SparseLinear::sparse24(*packed, q).ok()) {
               set_layers(s, [&](const LinearOptions& o) { return SparseLinear::sparse24(*packed, o); }, q, options.own_kernels);
             }
-          } else if (pattern.slidable()) {
-            auto geometry = SlideGeometry::make(pattern, K);
-            NMKIT_ASSERT(geometry.ok());
-            auto slid = slide(pruned->pruned.view(), *geometry, "w");
-            NMKIT_ASSERT(slid.ok());
-            if (SparseLinear::slid(slid->view(), *geometry, q).ok()) {
-              set_layers(s, [&](const LinearOptions& o) { return SparseLinear::slid(slid->view(), *geometry, o); }, q, options.own_kernels);
+          } else {
+            if (pattern.slidable()) {
+              auto geometry = SlideGeometry::make(pattern, K);
+              NMKIT_ASSERT(geometry.ok());
+              auto slid = slide(pruned->pruned.view(), *geometry, "w");
+              NMKIT_ASSERT(slid.ok());
+              if (SparseLinear::slid(slid->view(), *geometry, q).ok()) {
+                set_layers(s, [&](const LinearOptions& o) { return SparseLinear::slid(slid->view(), *geometry, o); }, q,
+                           options.own_kernels);
+              }
+            }
+            if (pattern.group <= 16) {  // the nm INT8 form (codes and bitmask), its own row beside the slid one
+              auto nm = compress_nm(pruned->pruned.view(), pattern, "w");
+              NMKIT_ASSERT(nm.ok());
+              extra.push_back(WeightSet{dtype_name_text, pattern.str(), s.w, {}, "", {}});
+              set_layers(extra.back(), [&](const LinearOptions& o) { return SparseLinear::nm(*nm, o); }, q,
+                         options.own_kernels);
             }
           }
         }
@@ -559,6 +574,7 @@ int run_linear_bench(const LinearBenchOptions& options) {
           Record r = c->record;
           r.median_ms = median_of(c->round_ms);
           r.weight_gbs = c->bytes / (r.median_ms * 1e6);
+          r.read_fraction = r.weight_gbs / read_gbs;
           r.gflops = 2.0 * static_cast<double>(M * rows * K) / (r.median_ms * 1e6);
           std::vector<double> ratios;
           for (int i = 0; i < kRounds; ++i) ratios.push_back(best_dense[i] / c->round_ms[i]);

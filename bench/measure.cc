@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "bandwidth.h"
 #include "nmkit/threads.h"
 
 namespace nmkit::bench {
@@ -111,31 +112,6 @@ double copy_bandwidth_gbs(size_t bytes, int threads) {
   return 2.0 * static_cast<double>(bytes) / (t.median_ms * 1e6);
 }
 
-double read_bandwidth_gbs(size_t bytes, int threads) {
-  bytes = default_stream_bytes(bytes) / 64 * 64;
-  const int parts = threads > 0 ? threads : thread_count();
-  auto src = touched_buffer(bytes, std::byte{1});
-  const size_t words = bytes / 8;
-  const auto chunk = static_cast<int64_t>((words / static_cast<size_t>(parts) + 7) / 8 * 8);
-  volatile uint64_t sink = 0;
-  const Timing t = time_median([&](int) {
-    parallel_for(parts, 1, [&](int64_t b, int64_t e) {
-      const auto* w = reinterpret_cast<const uint64_t*>(src.get());
-      for (int64_t p = b; p < e; ++p) {
-        const auto begin = static_cast<size_t>(std::min<int64_t>(p * chunk, static_cast<int64_t>(words)));
-        const auto end = static_cast<size_t>(std::min<int64_t>((p + 1) * chunk, static_cast<int64_t>(words)));
-        // Eight independent accumulators: the compiler vectorises this into wide loads.
-        uint64_t acc[8] = {};
-        for (size_t i = begin; i + 8 <= end; i += 8) {
-          for (int j = 0; j < 8; ++j) acc[j] ^= w[i + static_cast<size_t>(j)];
-        }
-        uint64_t x = 0;
-        for (uint64_t a : acc) x ^= a;
-        sink = sink ^ x;
-      }
-    });
-  }, 9, 0.3, 2, 200);
-  return static_cast<double>(bytes) / (t.median_ms * 1e6);
-}
+double read_bandwidth_gbs(size_t bytes, int threads) { return measure_read_bandwidth(bytes, threads).gbs; }
 
 }  // namespace nmkit::bench

@@ -6,16 +6,16 @@
 // lifts it for a slid weight (section 5), runs an 8-bit GEMM and applies y = acc * (scale_x *
 // scale_w) (+ bias) in f32. W is quantized per output row when the layer is built, by the CPU rule,
 // so for INT8 Y equals the CPU's SparseLinear with options.int8 (and ref_quant_linear) bit for bit.
-// Backends (the choice is CudaSparseLinear's own, src/cuda/cuda_plan.cc):
-//   dense    cuBLASLt INT8 / E4M3 GEMM, then the scale kernel
-//   2:4/slid CUTLASS 2.x SparseGemm (mma.sp; INT8 from sm_80, E4M3 on sm_89) with the scales in
-//            its epilogue; or cuSPARSELt (loaded at run time) then the scale kernel. Auto picks
-//            cuSPARSELt on sm_90 where it loads (CUTLASS 2.x runs Ampere's mma.sp there, not
-//            Hopper's wgmma), CUTLASS elsewhere.
-// Layout on the device: X codes (M, K_x) with K_x = K (K' when slid) rounded up to 128, zeros past
-// K'; CUTLASS: values (rows, K_x/2) and metadata as include/nmkit/cutlass_sm80.h; cuBLASLt and
-// cuSPARSELt: the dense codes (rows, K_x) (cuSPARSELt compresses them into its own opaque buffer).
-// Shapes: rows a multiple of 16 (the metadata interleave of 8-bit operands), K >= 1.
+// Backends (the choice is CudaSparseLinear's own, src/cuda/cuda_plan.cc), each GEMM to its
+// accumulators, then one scale kernel for all:
+//   dense    cuBLASLt INT8 / E4M3 GEMM
+//   2:4/slid CUTLASS 2.x SparseGemm (mma.sp; INT8 from sm_80, E4M3 on sm_89) or cuSPARSELt
+//            (loaded at run time). Auto picks cuSPARSELt on sm_90 where it loads (CUTLASS 2.x
+//            runs Ampere's mma.sp there, not Hopper's wgmma), CUTLASS elsewhere.
+// Layout on the device (src/cuda/device_layout.h): X codes (M, K_x) with K_x = K (K' when slid)
+// rounded up to 128, zeros past K'; CUTLASS: values and metadata as include/nmkit/cutlass_sm80.h;
+// cuBLASLt and cuSPARSELt: the dense codes (cuSPARSELt compresses them into its own opaque buffer);
+// rows and tokens padded to what each GEMM takes. Shapes: any rows >= 1 and K >= 1.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +40,9 @@ struct CudaLinearOptions {
   QuantType type = QuantType::Int8;
   CudaBackend backend = CudaBackend::Auto;  // Auto: see above; dense weights always run cuBLASLt
   int device = 0;
+  // cuBLASLt and cuSPARSELt: time the library's algorithms on the first call of each token count
+  // and keep the fastest (src/cuda/library_gemm.h); off: the library's default choice.
+  bool search = true;
 };
 
 // CUDA devices of compute capability 8.0 or more (0 without a GPU or a driver: never an error).
@@ -79,6 +82,12 @@ class CudaSparseLinear {
   CudaBackend backend() const;  // as chosen (never Auto)
   // "cuda cutlass sparse24 int8 sm_80", "cuda cusparselt slid6:8 e4m3 sm_90", "cuda cublaslt dense int8 sm_90".
   std::string kernel_name() const;
+  // The GEMM a call of M tokens runs: CUTLASS's tile, the library's algorithm (after the first
+  // call of M; empty before).
+  std::string gemm_name(int64_t M) const;
+
+  // The layer's parts, for src/cuda and its benchmarks (an incomplete type elsewhere).
+  const cuda::CudaLayer& layer() const { return *layer_; }
 
  private:
   explicit CudaSparseLinear(std::unique_ptr<cuda::CudaLayer> layer);

@@ -8,23 +8,21 @@
 // activations in registers or L1, and on AVX-512 sparse24 f32/bf16 weights run on token lanes (X
 // transposed so that 16 tokens share a ZMM; each kept value is one broadcast FMA, so only the kept
 // products are executed). Larger M is bound by arithmetic; there sparsity pays only where a kernel
-// executes just the kept products (token lanes, and row lanes below), elsewhere the best a CPU
-// without sparse units can do is to match dense, and the fastest dense GEMM here is oneDNN's: from a
-// token count per form
-// (the plan, src/linear/linear_plan.cc, holds every threshold with its measurement) a call runs
-// oneDNN's matmul on the weight decompressed once into oneDNN's prepacked dense layout. That copy is
-// built by the first such call (rows * K * 4 bytes for f32 and for bf16 weights with f32 activations,
-// 2 for bf16 activations, 1 for int8) and then held beside the sparse form. On AVX-512 an INT8
-// sparse24 weight runs those calls instead on row lanes, a copy of its kept codes with their byte
-// positions (2 bytes per kept code, built by the first such call), executing only the kept
-// products. kernel_name(M) names the form and kernel a call of M tokens runs.
+// executes just the kept products (token lanes), elsewhere the best a CPU without sparse units can do
+// is to match dense, and the fastest dense GEMM here is oneDNN's: from a token count per form (the
+// plan, src/linear/linear_plan.cc, holds every threshold) a call runs oneDNN's matmul on dense rows.
+// A dense weight's own rows are that input; a sparse weight is decompressed panel by panel (about
+// 1 MiB of rows per panel, in the calling threads' scratch) and the GEMM runs on each panel, or
+// nmkit's dense kernel on 4-row tiles. No call builds a second form of the weight: a layer holds its
+// packed weight and nothing else that grows with it (resident_bytes(); docs/design.md 14).
+// kernel_name(M) names the form and kernel a call of M tokens runs.
 //
 // Non-finite activations: a NaN or infinity in X is an Error naming its row and column, on every
 // path and tier (the int8 paths cannot represent it; the float paths would spread it silently to
 // every output of its token).
 //
 // Threads: apply() may be called from several threads at once on one SparseLinear (each call uses
-// its own buffers; forms built on first use are built once). set_bias() must not run concurrently
+// its own buffers). set_bias() must not run concurrently
 // with apply() or another set_bias() on the same SparseLinear. A call splits its work over the pool
 // of include/nmkit/threads.h (oneDNN's calls over its OpenMP threads, set to the same count).
 //
@@ -36,6 +34,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "nmkit/cpu.h"
 #include "nmkit/format.h"
@@ -69,22 +68,30 @@ class SparseLinear {
   // A dense [rows, K] weight in f32 or bf16 (f16 is widened to f32). With options.int8 the weight is
   // quantized per row; its zeros stay zeros.
   static Result<SparseLinear> dense(const TensorView& weight, const LinearOptions& options = {});
+  // A dense weight stacked by rows from `parts` ([rows_i, K] each, one K and dtype; part 0's rows
+  // first): the linears that share an input run as one (q, k and v; gate and up). Parts in f32 or
+  // bf16 are used in place: the layer reads their memory on every call, copies nothing, and holds
+  // `owner` (say, the file mapping they lie in) to keep it alive; results equal those of the same
+  // weight packed from a copy, bit for bit. Other parts (f16, or int8 with options.int8) are converted
+  // into rows the layer owns, and `owner` is not held.
+  static Result<SparseLinear> dense(const std::vector<TensorView>& parts, std::shared_ptr<const void> owner,
+                                    const LinearOptions& options = {});
   // A 2:4 weight in f32 or bf16 (int8 with options.int8).
   static Result<SparseLinear> sparse24(const Sparse24& weight, const LinearOptions& options = {});
-  // Any keep:group with group <= 16, f32 or bf16 (int8 is not offered: its byte ratio is below 2:4's).
-  // On AVX-512 a keep:2N weight with keep = 2N-2 (4:6, 6:8, 8:10, ..., 14:16) is packed slid, as 2:4
-  // windows over K_prime (docs/design.md 5) with X lifted on each call, which runs the 2:4 kernels:
-  // faster than the bitmask kernels for few tokens. Larger calls run the nm pack or oneDNN's dense
-  // copy (the plan, src/linear/linear_plan.cc, says from how many tokens), built by the first of
-  // them (about 0.4 s for 4096 x 4096 here; then both forms are held).
+  // Any keep:group with group <= 16, f32 or bf16, or INT8 with options.int8 (codes and bitmask: 6:8
+  // streams 0.875 bytes a weight against dense INT8's 1, the decode form of 6:8; the slid INT8 form
+  // saves 3% at best).
+  // On AVX-512 an f32/bf16 keep:2N weight with keep = 2N-2 (4:6, 6:8, 8:10, ..., 14:16) is packed
+  // slid, as 2:4 windows over K_prime (docs/design.md 5) with X lifted on each call, which runs the
+  // 2:4 kernels: faster than the bitmask kernels for few tokens. Larger calls decompress its rows
+  // (tiles, or panels under oneDNN's GEMM) and meet the lifted X.
   static Result<SparseLinear> nm(const NMPacked& weight, const LinearOptions& options = {});
   // A SlideSparse weight: [rows, geometry.K_prime], 2:4-compliant, from a keep:2N weight of logical
   // width geometry.K (docs/design.md 5). Runs as INT8 2:4 on activations lifted to K_prime while they are
-  // quantized (options.int8 is implied). From a few tokens per call (the plan) it runs the same codes
-  // folded back onto K with the dense INT8 kernel, or oneDNN's, and unlifted activations instead: the
-  // integer sums, and so Y, are the same bit for bit, and a CPU has no sparse unit for the 2:4 form
-  // to feed (measured 0.6x of dense at 256 tokens). The first such call builds that copy (rows * K
-  // bytes more memory, about 0.1 s for 4096 x 4096 here).
+  // quantized (options.int8 is implied). From a few tokens per call (the plan) its rows are
+  // decompressed over K_prime (tiles under nmkit's dense INT8 kernel, or panels under oneDNN's GEMM):
+  // a CPU has no sparse unit for the 2:4 form to feed, and folding the rows back onto K costs a
+  // scatter per value, more than the GEMM it saves.
   static Result<SparseLinear> slid(const TensorView& slid_weight, const SlideGeometry& geometry,
                                    const LinearOptions& options = {});
 
@@ -119,7 +126,7 @@ class SparseLinear {
   std::string kernel_name(int64_t M) const;
 
   // Bytes of weight (values, indices or mask, scales) one call of M tokens streams: the packed form,
-  // or the unslid or oneDNN dense copy where the plan runs that. Without M: a one-token call.
+  // which every route reads (tiles and panels are decompressed from it). Without M: a one-token call.
   size_t bytes_streamed() const;
   size_t bytes_streamed(int64_t M) const;
   // The memory-bound ceiling on speedup: the bytes of the same weight stored dense in the same dtype
@@ -131,6 +138,15 @@ class SparseLinear {
   // is memory-bound, so theoretical_speedup(M) is byte_ratio(M) for decode (M <= 16) and 1 beyond.
   double mac_ratio() const;
   double theoretical_speedup(int64_t M) const;
+
+  // Bytes the layer holds: its packed weight (values, indices or masks, int8 scales and sums), bias
+  // and lift map, and the weight rows it reads in place (borrowed_bytes(): memory it keeps alive,
+  // whose pages count in the process's RSS once read). Nothing is added by calls: no second form of
+  // the weight is ever built, and a call's scratch (activation copies, tiles and panels of
+  // decompressed rows, at most about 1 MiB of weight per thread) belongs to the calling threads and is
+  // shared by every layer.
+  size_t resident_bytes() const;
+  size_t borrowed_bytes() const;
 
   struct Impl;  // opaque: defined in src/linear
 

@@ -23,8 +23,11 @@
 
 namespace nmkit {
 
-// Hyper-parameters of a llama decoder (GGUF keys `llama.*`, docs/design.md 11.2).
+// Hyper-parameters of a decoder of one of the families nmkit runs (GGUF keys `ARCH.*`, docs/design.md
+// 11.2 and 18). What a family's blocks hold (norms, biases, activation, rope mode) is the family's
+// (src/model/family_*.cc, looked up by `arch`); the numbers of one model are here.
 struct LlamaParams {
+  std::string arch = "llama";  // the family: GGUF general.architecture (ModelSource::supported_architectures)
   int64_t n_vocab = 0;
   int64_t n_embd = 0;
   int64_t n_layer = 0;
@@ -32,12 +35,31 @@ struct LlamaParams {
   int64_t n_head_kv = 0;
   int64_t n_ff = 0;
   int64_t n_ctx_train = 0;
+  int64_t n_embd_head = 0;  // head size (ARCH.attention.key_length); 0: n_embd / n_head
   float rms_eps = 1e-5f;
   float rope_base = 10000.0f;
   bool tied_output = true;  // no output.weight: the head is token_embd
-  int64_t head_dim() const { return n_head > 0 ? n_embd / n_head : 0; }
-  // An Error naming the first impossible value (n_embd not a multiple of n_head, odd head size,
-  // n_head not a multiple of n_head_kv, non-positive sizes, eps or rope base not positive and finite).
+  // Rope of the global (non-sliding) layers: angles p * rope_scale * base^(-2i/d) / rope_factors[i]
+  // (rope_scale: 1 / ARCH.rope.scaling.factor of a "linear" scaling; rope_factors: the llama3
+  // scaling's rope_freqs.weight, head_dim/2 values, empty for none).
+  float rope_scale = 1.0f;
+  std::vector<float> rope_factors;
+  // Sliding-window attention: a local layer attends to the last `sliding_window` positions (its own
+  // included) and turns by rope_base_local, unscaled; local_layers[b] != 0 marks them (empty: none).
+  int64_t sliding_window = 0;
+  float rope_base_local = 10000.0f;
+  std::vector<uint8_t> local_layers;
+  // Scores are q.k * query_scale; 0: 1 / sqrt(head_dim()).
+  float query_scale = 0.0f;
+  int64_t head_dim() const { return n_embd_head > 0 ? n_embd_head : n_head > 0 ? n_embd / n_head : 0; }
+  bool is_local(int64_t b) const {
+    return sliding_window > 0 && b >= 0 && static_cast<size_t>(b) < local_layers.size() &&
+           local_layers[static_cast<size_t>(b)] != 0;
+  }
+  // An Error naming the first impossible value (an unknown family, n_embd not a multiple of n_head
+  // without an explicit head size, odd head size, n_head not a multiple of n_head_kv, non-positive
+  // sizes, eps or rope base not positive and finite, rope factors not head_dim/2 positive values, a window of local layers larger
+  // than the training context, local_layers not n_layer long).
   Status validate() const;
 };
 

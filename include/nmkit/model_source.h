@@ -1,4 +1,5 @@
-// Where a llama model's weights and tokenizer come from: a GGUF file, or a Hugging Face checkpoint
+// Where a model's weights and tokenizer come from (any family nmkit runs, docs/design.md 11.8): a
+// GGUF file, or a Hugging Face checkpoint
 // directory (config.json, model.safetensors or model-0000x-of-0000y.safetensors shards listed in
 // model.safetensors.index.json, tokenizer.json). Both are presented the same way: llama.cpp's GGUF
 // tensor names, f32 tensors [rows, K], and q/k rows in GGUF's rope-NORM order (docs/design.md
@@ -25,20 +26,22 @@ class ModelSource {
 
   // Opens PATH: a file starting with the GGUF magic, or a folder holding config.json. Validates on
   // open, each failure one line naming the file and value: a supported architecture (names it and
-  // lists supported_architectures()), the hyper-parameters (GGUF `llama.*` keys, or config.json's
-  // vocab_size, hidden_size, ...; LlamaParams::validate), no rope scaling or partial rotary, and
-  // every tensor of the model present with the shape the hyper-parameters imply, in a dtype or ggml
-  // type nmkit reads (others are an Error naming the tensor and type). Unknown tensors are refused.
+  // lists supported_architectures()), the hyper-parameters (GGUF `ARCH.*` keys, or config.json's
+  // vocab_size, hidden_size, ...; LlamaParams::validate), no rope scaling but linear and llama3, no
+  // partial rotary, and every tensor of the model present with the shape the hyper-parameters imply,
+  // in a dtype or ggml type nmkit reads (others are an Error naming the tensor and type). Unknown tensors are refused.
   static Result<ModelSource> open(const std::string& path);
   ModelSource(ModelSource&&) noexcept;
   ModelSource& operator=(ModelSource&&) noexcept;
   ~ModelSource();
 
-  static const std::vector<std::string>& supported_architectures();  // {"llama"}
+  // GGUF architectures: {"llama", "qwen2", "qwen3", "gemma3"} (config.json model_types: llama,
+  // mistral, qwen2, qwen3, gemma3_text).
+  static const std::vector<std::string>& supported_architectures();
 
   Kind kind() const;
   const std::string& path() const;
-  const std::string& architecture() const;  // "llama"
+  const std::string& architecture() const;  // the GGUF architecture ("llama" for a Mistral folder too)
   // n_vocab (llama.vocab_size, else the token list's length, else token_embd's rows), n_embd,
   // n_layer, n_head, n_head_kv (defaults to n_head), n_ff, n_ctx_train, rms_eps, rope_base (10000
   // when absent), tied_output (no output.weight; HF: tie_word_embeddings).

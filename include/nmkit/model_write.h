@@ -1,6 +1,6 @@
 // Saving a model (a source converted as it is, or a LlamaModel after pruning on load or calibrated
-// pruning) as a GGUF file that llama.cpp's tools load, or as a Hugging Face llama folder
-// (docs/design.md 11.1).
+// pruning) as a GGUF file that llama.cpp's tools load, or as a Hugging Face folder of the model's
+// family (docs/design.md 11.1 and 11.8).
 #pragma once
 
 #include <cstddef>
@@ -48,12 +48,14 @@ uint64_t model_file_bytes(const LlamaParams& params, DType dtype);
 // magnitude for F16, past the float range once rounded to BF16) is an Error naming the file,
 // tensor, element and value, and nothing is written (issue 24, item 5: it used to become +-inf).
 
-// GGUF: the tensors in GGUF order, with general.file_type set to the dtype's llama.cpp file type
-// (0 F32, 1 F16, 32 BF16). Metadata: a GGUF source's, in its order; for a Hugging Face source,
-// general.architecture and general.name, the llama.* keys from the parameters, and the tokenizer in
-// llama.cpp's GGUF form (gguf_tokenizer_metadata of the folder's tokenizer.json; none when the
-// folder has no tokenizer.json), so that llama.cpp's tools load the file. Atomic (write_gguf); an
-// Error names the path.
+// GGUF: the tensors in GGUF order (a GGUF source's own order), Llama 3.x's rope_freqs.weight from
+// the parameters' rope factors, with general.file_type set to the dtype's llama.cpp file type (0
+// F32, 1 F16, 32 BF16). Metadata: a GGUF source's, in its order; for a Hugging Face source,
+// general.architecture and general.name, the family's ARCH.* keys from the parameters (Mistral is
+// written as llama, as llama.cpp's converter does), and the tokenizer in llama.cpp's GGUF form
+// (gguf_tokenizer_metadata of the folder's tokenizer.json; none when the folder has no
+// tokenizer.json), so that llama.cpp's tools load the file. Atomic (write_gguf); an Error names the
+// path.
 Status write_model_gguf(const std::string& path, const TensorsToWrite& tensors, const ModelSource& source,
                         const ModelWriteOptions& options = {});
 Status write_model_gguf(const std::string& path, const LlamaModel& model, const ModelSource& source,
@@ -65,21 +67,26 @@ Status write_model_gguf(const std::string& path, const LlamaModel& model, const 
 // add_space_prefix (llama), chat template (when set). Tokenizer::from_gguf reads them back equal.
 std::vector<GgufKeyValue> gguf_tokenizer_metadata(const Tokenizer& tokenizer);
 
-// The weights alone under Hugging Face names (hf_tensor_name) and row order (hf_rows_from_gguf),
+// The weights alone under Hugging Face names and values (hf_tensor_from_gguf: q/k row order, the
+// family's norm offset),
 // as model.safetensors inside write_model_hf's folder and as `nmkit prune HF_DIR -o X.safetensors`
 // writes them to drop into an HF source folder; metadata {"format": "pt"}; tied models store no
 // lm_head.weight. Atomic (write_safetensors).
 Status write_model_hf_weights(const std::string& path, const TensorsToWrite& tensors,
                               const ModelWriteOptions& options = {});
 
-// A model saved as a Hugging Face llama folder (docs/design.md section 11.1, "Writing a Hugging Face
-// folder"), which nmkit (ModelSource) loads, in the layout transformers
-// reads (LlamaForCausalLM; not run against transformers in the tests, which have no torch):
-//   config.json             LlamaForCausalLM hyper-parameters from the parameters (an HF
-//                           source's own config.json, with torch_dtype set to the written dtype)
+// A model saved as a Hugging Face folder (docs/design.md section 11.1, "Writing a Hugging Face
+// folder"), which nmkit (ModelSource) loads, in the layout transformers reads (its family's class:
+// LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM; not
+// run against transformers in the tests, which have no torch):
+//   config.json             the family's hyper-parameters from the model's LlamaParams (model_type
+//                           llama, mistral, qwen2, qwen3 or gemma3_text; an HF source's own
+//                           config.json, with torch_dtype set to the written dtype; a llama3 rope
+//                           scaling whose factors no config states is an Error)
 //   model.safetensors       write_model_hf_weights
 //   tokenizer.json, tokenizer_config.json, generation_config.json
-//                           from a GGUF source's tokenizer (hf_tokenizer_files); copied from an HF
+//                           from a GGUF source's tokenizer (hf_tokenizer_files; none for a GGUF
+//                           without tokenizer keys or with a SentencePiece one); copied from an HF
 //                           source folder (with special_tokens_map.json) when it has them
 // Atomic as a whole: everything is written into DIR.tmp.XXXXXX beside DIR (PendingFolder,
 // nmkit/files.h) and moved onto DIR only when complete (an existing DIR is swapped out and then
@@ -100,17 +107,24 @@ Status check_hf_output_folder(const std::string& dir);
 // byte-level BPE (tokenizer.ggml.model "gpt2") with a pre type Tokenizer supports, its pre-tokenizer
 // written in the form Tokenizer::from_hf_json recognises; control tokens become special added
 // tokens, user-defined ones plain added tokens; add_bos/add_eos a TemplateProcessing post-processor.
-// SentencePiece ("llama") vocabularies are an Error naming the file and the model type.
+// SentencePiece ("llama") vocabularies are an Error naming the file and the model type (write_model_hf
+// then writes the folder without tokenizer files).
 struct HfTokenizerFiles {
   std::string tokenizer_json, tokenizer_config_json, generation_config_json;
   int32_t bos = -1, eos = -1, pad = -1;  // for config.json
 };
 Result<HfTokenizerFiles> hf_tokenizer_files(const GgufFile& file, int64_t n_ctx_train);
 
-// The Hugging Face name of a llama tensor's GGUF name (token_embd.weight -> model.embed_tokens.weight,
-// blk.N.attn_q.weight -> model.layers.N.self_attn.q_proj.weight, ...), and the heads its rows are
-// permuted by (attn_q: n_head, attn_k: n_head_kv, else 0); nullopt for a name outside the model.
+// The Hugging Face name of a tensor's GGUF name (token_embd.weight -> model.embed_tokens.weight,
+// blk.N.attn_q.weight -> model.layers.N.self_attn.q_proj.weight, ...; the family's names), and the
+// heads its rows are permuted by (rope-NORM families' attn_q: n_head, attn_k: n_head_kv, else 0);
+// nullopt for a name outside the model.
 std::optional<std::pair<std::string, int64_t>> hf_tensor_name(const std::string& gguf_name, const LlamaParams& params);
+
+// A tensor (GGUF name, f32) as a Hugging Face folder of the model's family stores it: its HF name,
+// q/k rows permuted back for rope-NORM families, Gemma's norm weights less one (docs/design.md 11.8);
+// nullopt for a name outside the model (rope_freqs.weight too: config.json's rope_scaling holds it).
+std::optional<NamedTensor> hf_tensor_from_gguf(const NamedTensor& gguf, const LlamaParams& params);
 
 // Rows of a q/k weight [heads * d, K] from GGUF's rope-NORM order back to HF's: within each head,
 // GGUF row 2i + s becomes HF row s*d/2 + i (the inverse of convert_hf_to_gguf.py's permute).

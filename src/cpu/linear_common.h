@@ -16,16 +16,43 @@ inline int sparse24_position(uint32_t word, int j) {
   return 4 * (j >> 1) + static_cast<int>((word >> (2 * j)) & 3u);
 }
 
+// Row `row` of a dense weight (cpu/linear_kernels.h RowPart). Rows past the weight's last (the
+// padding of its last row block) read the last row: their products are computed and never stored.
+template <class T>
+inline const T* dense_row(const PackedLinear& w, int64_t row) {
+  if (row >= w.rows) row = w.rows - 1;
+  const int64_t size = w.dtype == DType::F32 ? 4 : w.dtype == DType::BF16 ? 2 : 1;
+  for (const RowPart& part : w.parts) {
+    if (row < part.rows) return reinterpret_cast<const T*>(part.data + row * part.ld * size);
+    row -= part.rows;
+  }
+  return nullptr;
+}
+
+// The 4 rows of row block b that a dense kernel reads: call.tile's when set, else the weight's.
+template <class T>
+inline void block_rows(const LinearCall& call, int64_t b, const T* (&rows)[kLinearRowBlock]) {
+  for (int r = 0; r < kLinearRowBlock; ++r) {
+    rows[r] = call.tile != nullptr ? static_cast<const T*>(call.tile) + r * call.w->K_x
+                                   : dense_row<T>(*call.w, b * kLinearRowBlock + r);
+  }
+}
+// Values of a row a dense kernel multiplies: an f32/bf16 weight's K (a kernel masks the last
+// chunk), K_x for INT8 rows and tiles (zero-padded to it).
+inline int64_t dense_width(const LinearCall& call) {
+  return call.tile == nullptr && call.w->dtype != DType::I8 ? call.w->K : call.w->K_x;
+}
+
 // nm: index of the record of row r of block b in superchunk c (values at record * value_stride,
 // mask at record * mask_stride bytes).
 inline int64_t nm_record(const PackedLinear& w, int64_t b, int64_t c, int r) {
   return (b * (w.K_x / w.superchunk) + c) * kLinearRowBlock + r;
 }
 
-// The INT8 layouts (cpu/linear_kernels.h): chunk c of a row block holds kLinearChunkInt8 K of each
-// of its rows, row after row, except a last chunk of kLinearChunkInt8Tail K when K_x is an odd
-// multiple of that; a dense block is kLinearRowBlock * K_x bytes. Width of chunk c, where row r of
-// it starts within its block, and the number of chunks.
+// The sparse24 INT8 layout (include/nmkit/linear.h): chunk c of a row block holds kLinearChunkInt8 K
+// of each of its rows, row after row, except a last chunk of kLinearChunkInt8Tail K when K_x is an
+// odd multiple of that. Width of chunk c, where row r of it starts within its block (counted in K),
+// and the number of chunks (also the 128-K steps of a dense INT8 row, the last one maybe 64 wide).
 inline int64_t int8_chunk_width(int64_t K_x, int64_t c) {
   const int64_t left = K_x - c * kLinearChunkInt8;
   return left < kLinearChunkInt8 ? left : kLinearChunkInt8;
@@ -46,18 +73,6 @@ inline int64_t sparse24_int8_k(const PackedLinear& w, int64_t b, int64_t c, int6
 inline int64_t row_limit(const LinearCall& call) {
   const int64_t end = call.block_end * kLinearRowBlock;
   return end < call.w->rows ? end : call.w->rows;
-}
-
-// The row-lane layout (linear/linear_row_lanes.h): bytes per activation (INT8 codes or bf16 bits),
-// windows of kRowLaneWindowBytes of activations in a row of X (64 INT8 or 32 bf16 K each), and the
-// bytes of one 16-row group's records. INT8 pads K only to 64 (cpu/linear_kernels.h), so no window
-// holds padding alone (padded to 128, SmolLM2's K = 576 ran a tenth window of zeros).
-inline int64_t row_lane_value_bytes(const PackedLinear& w) { return w.dtype == DType::I8 ? 1 : 2; }
-inline int64_t row_lane_windows(const PackedLinear& w) {
-  return w.K_x * row_lane_value_bytes(w) / kRowLaneWindowBytes;
-}
-inline int64_t row_lane_group_bytes(const PackedLinear& w) {
-  return row_lane_windows(w) * kRowLaneRecords * kRowLaneRecordBytes;
 }
 
 // The INT8 epilogue: must equal nmkit::int8_epilogue (src/ref/linear_ref.h) bit for bit, which the

@@ -32,14 +32,6 @@ inline constexpr int kLinearChunkInt8 = 128;
 inline constexpr int kLinearChunkInt8Tail = 64;
 // Tokens per ZMM lane group of the token-lane kernels (16 f32 lanes).
 inline constexpr int kTokenLanes = 16;
-// sparse24 INT8, and bf16 with bf16 activations, on row lanes (docs/design.md 8.4): 16 rows share a
-// ZMM (one 32-bit lane each); per window of 64 activation bytes (64 int8 or 32 bf16 K) a record
-// holds each row's next 4 bytes of kept values (4 codes of a pair of 4-groups, or the 2 values of
-// one 4-group) and their positions in the window (linear/linear_row_lanes.h).
-inline constexpr int kRowLaneRows = 16;
-inline constexpr int kRowLaneWindowBytes = 64;
-inline constexpr int kRowLaneRecords = 8;  // per row group and window
-inline constexpr int kRowLaneRecordBytes = 128;  // 64 bytes of positions, then 64 of values
 // Zero bytes after a packed value array, so that a kernel may load one full vector at any value.
 inline constexpr size_t kLinearSlack = 128;
 
@@ -57,6 +49,15 @@ struct AlignedBytes {
 };
 
 
+// Where the rows of a dense weight lie: `rows` rows, row i's K values at data + i * ld elements. A
+// dense weight is one part (its own copy) or several stacked parts (separate tensors read in place,
+// e.g. q, k and v as one linear).
+struct RowPart {
+  const std::byte* data = nullptr;
+  int64_t rows = 0;
+  int64_t ld = 0;  // elements between rows (>= K)
+};
+
 struct PackedLinear {
   WeightFormat kind = WeightFormat::Dense;
   DType dtype = DType::F32;  // F32, BF16 or I8
@@ -67,8 +68,11 @@ struct PackedLinear {
   int64_t row_blocks = 0;
   Pattern pattern{2, 4};
   std::optional<SlideGeometry> slide;  // slid INT8: X is lifted to K_prime while quantized
-  AlignedBytes values;
+  AlignedBytes values;  // dense: the rows when the layer owns them (parts point into it)
   AlignedBytes meta;    // sparse24: u32 words; nm: masks
+  // Dense: the rows, in `values` or in memory the layer does not own (kept alive by `owner`).
+  std::vector<RowPart> parts;
+  std::shared_ptr<const void> owner;
   // nm: K is cut into superchunks of lcm(group, 32) elements, each a whole number of groups; per row
   // block and superchunk, the 4 rows' values (value_stride each) then, in `meta`, their masks
   // (mask_stride bytes each), so that a block streams from two sequential arrays.
@@ -82,17 +86,9 @@ struct PackedLinear {
   bool has_bias = false;
   bool bf16_x = false;  // X is rounded to bf16 before the kernel (LinearOptions::bf16_activations)
   // Slid f32/bf16 (an nm keep:2N weight with keep = 2N-2, run as 2:4 over K_prime): source column of
-  // each of the K_prime activation columns, -1 for padding; X is lifted through it on every call.
+  // each of the K_prime activation columns, -1 for padding; X is lifted through it on every call (an
+  // INT8 slid weight's X is lifted while it is quantized).
   std::vector<int32_t> lift_source;
-  // Slid weights only: the form calls of many tokens run (SparseLinear::apply says when): for INT8
-  // the same codes folded back onto K and packed dense, for f32/bf16 the nm pack of the unslid
-  // weight. Built by the first such call, so that a layer only used for decode holds one form.
-  mutable std::once_flag many_tokens_once;
-  mutable std::unique_ptr<PackedLinear> many_tokens;
-  // INT8 and bf16 sparse24 only: the row-lane form (linear/linear_row_lanes.h), built by the first
-  // call that runs it.
-  mutable std::once_flag row_lanes_once;
-  mutable std::unique_ptr<PackedLinear> row_lanes;
   size_t streamed_bytes = 0;
 };
 
@@ -109,8 +105,9 @@ struct LinearCall {
   int64_t block_begin = 0;
   int64_t block_end = 0;
   // Dense kernels only: when set, the weights of the (single) row block come from this decompressed
-  // tile in the dense block layout (f32 for the f32 kernel, int8 for the int8 kernel) instead of
-  // w->values; w still supplies rows, K_x, bias and the int8 row scales and sums.
+  // tile instead of w's rows: its 4 rows of w->K_x values one after another (f32 for the f32 kernel,
+  // int8 for the int8 kernel), zero past the weight's K; w still supplies rows, K_x (X's row stride),
+  // bias and the int8 row scales and sums.
   const void* tile = nullptr;
   // Token-lane kernels only: X transposed into slabs of kTokenLanes tokens, (ceil(M/16), K_x, 16)
   // f32 with zero lanes past M, built once per call by the tier's
@@ -119,9 +116,17 @@ struct LinearCall {
 };
 
 using LinearFn = void (*)(const LinearCall& call);
-// Writes row block b of a packed weight into `tile` in the dense f32 block layout (every element).
-using TileFn = void (*)(const PackedLinear& w, int64_t b, float* tile);
-using TileI8Fn = void (*)(const PackedLinear& w, int64_t b, int8_t* tile);
+// Reads [p, p + bytes) with the tier's widest loads, as decode kernels stream weights, and returns a
+// value that depends on every byte (so the reads stay): in one sequential pass (row_bytes 0: the
+// sparse and nm records), or in rows of row_bytes bytes read 4 at a time in lockstep (dense rows);
+// bytes is a multiple of 256 (and of 4 * row_bytes). The read-bandwidth probe of the benchmarks
+// (bench/bandwidth.h) runs it: a probe with narrower loads or fewer streams than the kernels read
+// less than decode streams (docs/design.md 14).
+using ReadStreamFn = uint64_t (*)(const std::byte* p, size_t bytes, size_t row_bytes);
+// Writes the 4 rows of row block b of a packed weight, dense, into dst (row r at dst + r * ld
+// elements, every element of the first K_x written; f32 for f32/bf16 weights, int8 codes for INT8).
+using TileFn = void (*)(const PackedLinear& w, int64_t b, float* dst, int64_t ld);
+using TileI8Fn = void (*)(const PackedLinear& w, int64_t b, int8_t* dst, int64_t ld);
 
 struct LinearKernels {
   LinearFn dense_f32 = nullptr;
@@ -148,23 +153,25 @@ struct LinearKernels {
   // nm rows expanded into a dense tile with the tier's expansion (null: the portable decompress_block).
   TileFn nm_tile_f32 = nullptr;
   TileFn nm_tile_bf16 = nullptr;
-  // INT8 sparse24 rows expanded into a dense int8 tile (null: the tier keeps the 2:4 kernel).
+  // INT8 nm weights (any keep:group up to 16; 64 K per mask word, codes placed by vpexpandb on
+  // AVX-512 and by a shuffle table on AVX2).
+  LinearFn nm_i8 = nullptr;
+  // INT8 sparse24 and nm rows expanded into dense int8 rows (null: the portable decompression).
   TileI8Fn sparse24_i8_tile = nullptr;
-  // INT8 sparse24 on the row-lane form (linear/linear_row_lanes.h; blocks are its 16-row groups):
-  // per token and kept quad one byte gather (vpermb) and one vpdpbusd, so only the kept products are
-  // executed. Null where the tier has no byte permute.
-  LinearFn sparse24_i8_row_lanes = nullptr;
-  // bf16 sparse24 times bf16 activations (call.x_bf16) on the row-lane form: one vpermw and one
-  // vdpbf16ps per 32 kept products and token.
-  LinearFn sparse24_bf16x_row_lanes = nullptr;
+  TileI8Fn nm_i8_tile = nullptr;
+  ReadStreamFn read_stream = nullptr;
 };
 
 // Per tier: declared here, defined in src/cpu/<tier>/linear_*.cc (one file per weight family).
-namespace scalar { void fill_linear(LinearKernels& slots); }
+namespace scalar {
+void fill_linear(LinearKernels& slots);
+uint64_t read_stream(const std::byte* p, size_t bytes, size_t row_bytes);
+}  // namespace scalar
 namespace avx2 {
 void fill_linear(LinearKernels& slots);     // dense and sparse24, f32 and bf16
 void fill_linear_nm(LinearKernels& slots);  // nm, f32 and bf16
-void fill_linear_int8(LinearKernels& slots);  // dense and sparse24, int8
+void fill_linear_int8(LinearKernels& slots);  // dense, sparse24 and nm, int8
+uint64_t read_stream(const std::byte* p, size_t bytes, size_t row_bytes);
 }  // namespace avx2
 namespace avx512 {
 void fill_linear(LinearKernels& slots);
@@ -172,8 +179,8 @@ void fill_linear_nm(LinearKernels& slots);  // picks the VPOPCNTDQ form when the
 void fill_linear_nm_table(LinearKernels& slots);    // lane ranks from a table (any AVX-512 tier CPU)
 void fill_linear_nm_vpopcnt(LinearKernels& slots);  // lane ranks from vpopcntd (needs VPOPCNTDQ)
 void fill_linear_int8(LinearKernels& slots);
-void fill_linear_row_lanes(LinearKernels& slots);  // sparse24 int8 and bf16 x on row lanes
 void fill_linear_token_lanes(LinearKernels& slots);  // sparse24 f32/bf16 on token lanes
+uint64_t read_stream(const std::byte* p, size_t bytes, size_t row_bytes);
 }  // namespace avx512
 
 }  // namespace nmkit::cpu

@@ -43,4 +43,38 @@ Result<CudaBackend> choose_backend(WeightFormat format, QuantType type, CudaBack
   return CudaBackend::Cutlass;
 }
 
+SparseTileShape sparse_tile_shape(SparseTile tile) {
+  switch (tile) {
+    case SparseTile::k128x128: return {128, 128};
+    case SparseTile::k128x256: return {128, 256};
+    case SparseTile::k256x128: return {256, 128};
+  }
+  return {};
+}
+
+std::string sparse_tile_name(SparseTile tile) {
+  const SparseTileShape s = sparse_tile_shape(tile);
+  return std::to_string(s.rows) + "x" + std::to_string(s.tokens) + "x128";
+}
+
+SparseTile choose_sparse_tile(int64_t rows, int64_t tokens, int sms, const std::vector<SparseTile>& built) {
+  // The tiles' cells covering the GEMM, and their count.
+  auto cover = [&](SparseTile tile, int64_t& count) {
+    const SparseTileShape s = sparse_tile_shape(tile);
+    count = ((rows + s.rows - 1) / s.rows) * ((tokens + s.tokens - 1) / s.tokens);
+    return count * s.rows * s.tokens;
+  };
+  int64_t count = 0;
+  const int64_t base_cells = cover(SparseTile::k128x128, count);
+  // Candidates from the largest, rows-major first (the order of the rule in cuda_plan.h).
+  for (const SparseTile tile : {SparseTile::k256x128, SparseTile::k128x256}) {
+    bool have = false;
+    for (const SparseTile b : built) have = have || b == tile;
+    if (!have) continue;
+    const int64_t cells = cover(tile, count);
+    if (count >= sms && 8 * cells <= 9 * base_cells) return tile;
+  }
+  return SparseTile::k128x128;
+}
+
 }  // namespace nmkit::cuda

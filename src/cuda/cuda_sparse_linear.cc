@@ -1,63 +1,122 @@
 // CudaSparseLinear (include/nmkit/cuda_linear.h): the weight quantized and packed on the host by the
-// CPU's rules, uploaded once; each call runs quantize + lift, the backend's GEMM and, for the library
-// backends, the scale kernel, on one stream.
+// CPU's rules (src/cuda/device_layout.h), uploaded once; each call runs quantize + lift, the
+// backend's GEMM to the accumulators and the scale kernel, on one stream (src/cuda/cuda_layer.h).
 #include <cuda_runtime_api.h>
 
 #include <cmath>
 #include <cstring>
-#include <mutex>
-#include <optional>
 #include <string>
 
-#include "cuda/cuda_plan.h"
+#include "cuda/cuda_layer.h"
 #include "cuda/cuda_status.h"
 #include "cuda/epilogue.h"
-#include "cuda/library_gemm.h"
 #include "cuda/quant_lift.h"
 #include "cuda/sparse_gemm.h"
-#include "cuda/weight_padding.h"
-#include "nmkit/cuda_linear.h"
-#include "nmkit/cutlass_sm80.h"
 #include "nmkit/slide.h"
 
 namespace nmkit {
 namespace cuda {
+
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr != nullptr) cudaFree(ptr);
+}
+
+Status DeviceBuffer::reserve(size_t n) {
+  if (n <= bytes) return ok_status();
+  if (ptr != nullptr) cudaFree(ptr);
+  ptr = nullptr;
+  bytes = 0;
+  NMKIT_CUDA_TRY(cudaMalloc(&ptr, n));
+  bytes = n;
+  return ok_status();
+}
+
+Status DeviceBuffer::upload(const void* src, size_t n) {
+  NMKIT_TRY(reserve(n));
+  NMKIT_CUDA_TRY(cudaMemcpy(ptr, src, n, cudaMemcpyHostToDevice));
+  return ok_status();
+}
+
+CudaLayer::~CudaLayer() {
+  if (bad_row_host != nullptr) cudaFreeHost(bad_row_host);
+}
+
+std::string CudaLayer::name() const {
+  const std::string form = format == WeightFormat::Dense ? "dense"
+                           : geometry                    ? "slid" + geometry->pattern.str()
+                                                         : "sparse24";
+  return "cuda " + std::string(cuda_backend_name(backend)) + " " + form + " " + std::string(quant_type_name(type)) +
+         " sm_" + std::to_string(sm);
+}
+
+SparseTile CudaLayer::tile_for(int64_t M) const {
+  const GemmGeometry g = gemm_geometry(M);
+  return type == QuantType::Int8 ? choose_sparse_tile(g.rows_gemm, g.tokens_gemm, sms, tiles) : SparseTile::k128x128;
+}
+
+std::string CudaLayer::gemm_name(int64_t M) const {
+  const GemmGeometry g = gemm_geometry(M);
+  switch (backend) {
+    case CudaBackend::Cutlass: return "CUTLASS SparseGemm " + sparse_tile_name(tile_for(M)) + " 3 stages";
+    case CudaBackend::CusparseLt: return cusparselt->describe(g.tokens_gemm);
+    default: return cublas->describe({g.rows_gemm, g.tokens_gemm, K_x, lift.e4m3});
+  }
+}
+
+Status CudaLayer::reserve(int64_t M) const {
+  const GemmGeometry g = gemm_geometry(M);
+  NMKIT_TRY(codes.reserve(static_cast<size_t>(g.tokens_gemm * K_x)));
+  NMKIT_TRY(scale_x.reserve(static_cast<size_t>(g.tokens_gemm) * sizeof(float)));
+  NMKIT_TRY(bad_row.reserve(sizeof(int64_t)));
+  NMKIT_TRY(acc.reserve(static_cast<size_t>(g.acc_elements()) * 4));
+  return ok_status();
+}
+
+Status CudaLayer::quantize(const void* x, DType x_dtype, int64_t M, cudaStream_t stream) const {
+  // All bits set: above every row index, lowered by the kernel to the first non-finite row.
+  NMKIT_CUDA_TRY(cudaMemsetAsync(bad_row.ptr, 0xFF, sizeof(int64_t), stream));
+  NMKIT_CUDA_TRY(quantize_lift(x, x_dtype == DType::BF16, M, K, lift, codes.as<uint8_t>(), K_x, scale_x.as<float>(),
+                               bad_row.as<int64_t>(), stream));
+  return ok_status();
+}
+
+Status CudaLayer::gemm(int64_t M, cudaStream_t stream, std::optional<SparseTile> tile) const {
+  const GemmGeometry g = gemm_geometry(M);
+  switch (backend) {
+    case CudaBackend::Cutlass: {
+      SparseGemmArgs args;
+      args.rows = g.rows_gemm;
+      args.tokens = g.tokens_gemm;
+      args.K = K_x;
+      args.values = values.ptr;
+      args.meta = meta.ptr;
+      args.x = codes.ptr;
+      args.acc = acc.ptr;
+      NMKIT_CUDA_TRY(type == QuantType::Int8 ? sparse_gemm_int8(args, tile.value_or(tile_for(M)), stream)
+                                             : sparse_gemm_e4m3_sm89(args, stream));
+      return ok_status();
+    }
+    case CudaBackend::CusparseLt:
+      return cusparselt->run(g.tokens_gemm, codes.ptr, acc.ptr, stream);
+    default:
+      return cublas->run({g.rows_gemm, g.tokens_gemm, K_x, lift.e4m3}, dense_codes.ptr, codes.ptr, acc.ptr, stream);
+  }
+}
+
+Status CudaLayer::epilogue(int64_t M, float* y, cudaStream_t stream) const {
+  NMKIT_CUDA_TRY(scale_epilogue(acc.ptr, type == QuantType::Int8, gemm_geometry(M).acc, M, rows, scale_x.as<float>(),
+                                scale_w.as<float>(), bias.as<const float>(), y, stream));
+  return ok_status();
+}
+
+Result<int64_t> CudaLayer::first_bad_row(int64_t M, cudaStream_t stream) const {
+  NMKIT_CUDA_TRY(cudaMemcpyAsync(bad_row_host, bad_row.ptr, sizeof(int64_t), cudaMemcpyDeviceToHost, stream));
+  NMKIT_CUDA_TRY(cudaStreamSynchronize(stream));
+  const auto bad = static_cast<uint64_t>(*bad_row_host);
+  return bad < static_cast<uint64_t>(M) ? static_cast<int64_t>(bad) : M;
+}
+
 namespace {
-
-// X codes and weight rows are padded to whole threadblock tiles of CUTLASS's K (128): its sparse
-// GEMM refuses other K, since metadata read past the end would be zero-filled and 0 is no valid
-// nibble (cutlass/gemm/kernel/sparse_gemm.h, can_implement). One padding for every backend.
-constexpr int64_t kAlignK = 128;
-
-int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
-
-// Device memory that frees itself.
-struct DeviceBuffer {
-  void* ptr = nullptr;
-  size_t bytes = 0;
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() {
-    if (ptr != nullptr) cudaFree(ptr);
-  }
-  Status reserve(size_t n) {
-    if (n <= bytes) return ok_status();
-    if (ptr != nullptr) cudaFree(ptr);
-    ptr = nullptr;
-    bytes = 0;
-    NMKIT_CUDA_TRY(cudaMalloc(&ptr, n));
-    bytes = n;
-    return ok_status();
-  }
-  Status upload(const void* src, size_t n) {
-    NMKIT_TRY(reserve(n));
-    NMKIT_CUDA_TRY(cudaMemcpy(ptr, src, n, cudaMemcpyHostToDevice));
-    return ok_status();
-  }
-  template <class T>
-  T* as() const { return static_cast<T*>(ptr); }
-};
 
 // Compute capability as 10 * major + minor; 0 for no such device (the error is cleared).
 int device_sm(int device) {
@@ -69,47 +128,6 @@ int device_sm(int device) {
   }
   return 10 * major + minor;
 }
-
-// The token count a backend's GEMM runs: cuSPARSELt takes 8-bit dimensions in multiples of 32,
-// CUTLASS's sparse GEMM token counts in multiples of 16 (its B alignment). The extra columns of X's
-// codes and of the results are scratch that nothing reads.
-int64_t gemm_tokens(CudaBackend backend, int64_t M) {
-  switch (backend) {
-    case CudaBackend::CusparseLt: return round_up(M, 32);
-    case CudaBackend::Cutlass: return round_up(M, 16);
-    default: return M;
-  }
-}
-
-}  // namespace
-
-struct CudaLayer {
-  WeightFormat format = WeightFormat::Dense;
-  QuantType type = QuantType::Int8;
-  CudaBackend backend = CudaBackend::Auto;
-  int device = 0;
-  int sm = 0;
-  int64_t rows = 0, K = 0, K_x = 0;
-  std::optional<SlideGeometry> geometry;
-  LiftRows lift;
-  DeviceBuffer values, meta, dense_codes, scale_w, bias;
-  std::unique_ptr<CublasLtGemm> cublas;
-  std::unique_ptr<CusparseLtGemm> cusparselt;
-  // Per-call scratch (X codes, token scales, the first bad row, accumulators, CUTLASS's Y for a
-  // token count it pads), shared by calls under a lock: a layer runs one call at a time.
-  mutable std::mutex scratch_lock;
-  mutable DeviceBuffer codes, scale_x, bad_row, acc, y_pad;
-
-  std::string name() const {
-    std::string form = format == WeightFormat::Dense ? "dense"
-                       : geometry                    ? "slid" + geometry->pattern.str()
-                                                     : "sparse24";
-    return "cuda " + std::string(cuda_backend_name(backend)) + " " + form + " " +
-           std::string(quant_type_name(type)) + " sm_" + std::to_string(sm);
-  }
-};
-
-namespace {
 
 // The shared part of every constructor: the device, the backend, the weight's codes on the device.
 // codes: the quantized weight [rows, K_in]; sparse: the same codes as 2:4 (null for a dense weight).
@@ -126,17 +144,15 @@ Result<std::unique_ptr<CudaLayer>> build(const Tensor& codes, const Sparse24* sp
   CudaLayer& l = *layer;
   l.format = format;
   l.type = options.type;
+  l.search = options.search;
   l.device = options.device;
   l.sm = device_sm(options.device);
+  NMKIT_CUDA_TRY(cudaDeviceGetAttribute(&l.sms, cudaDevAttrMultiProcessorCount, options.device));
   l.rows = codes.rows();
   l.K = K;
   l.geometry = geometry;
-  const int64_t K_in = codes.cols();
-  l.K_x = round_up(K_in, kAlignK);
-  if (l.rows % 16 != 0) {
-    return Error(ErrorCode::Unsupported, "CUDA linear: rows " + std::to_string(l.rows) +
-                                             " is not a multiple of 16 (the 8-bit metadata interleave)");
-  }
+  l.K_x = round_up(codes.cols(), kAlignK);
+  l.tiles = int8_tiles_built();
   const bool cusparselt_loads = format != WeightFormat::Dense && CusparseLtGemm::load().ok();
   auto backend = choose_backend(format, options.type, options.backend, l.sm, cusparselt_loads);
   if (!backend.ok()) return backend.error();
@@ -149,23 +165,23 @@ Result<std::unique_ptr<CudaLayer>> build(const Tensor& codes, const Sparse24* sp
   l.lift.in_group = geometry ? 2 * geometry->N() : 4;
   l.lift.out_group = geometry ? 4 * (geometry->N() - 1) : 4;
 
+  NMKIT_CUDA_TRY(cudaMallocHost(reinterpret_cast<void**>(&l.bad_row_host), sizeof(int64_t)));
   NMKIT_TRY(l.scale_w.upload(scales.data(), scales.nbytes()));
+  auto staged = stage_weight(l.backend, codes, sparse, l.K_x);
+  if (!staged.ok()) return staged.error();
   if (l.backend == CudaBackend::Cutlass) {
-    auto layout = to_cutlass_sm80(pad_sparse24(*sparse, l.K_x), "weight");
-    if (!layout.ok()) return layout.error();
-    NMKIT_ASSERT(layout->rows_pad() == l.rows && layout->K_pad() == l.K_x);
-    NMKIT_TRY(l.values.upload(layout->values.data(), layout->values.nbytes()));
-    NMKIT_TRY(l.meta.upload(layout->meta.data(), layout->meta.nbytes()));
+    NMKIT_TRY(l.values.upload(staged->values.data(), staged->values.nbytes()));
+    NMKIT_TRY(l.meta.upload(staged->meta.data(), staged->meta.nbytes()));
   } else {
-    const Tensor padded = pad_codes(codes, l.K_x);
-    NMKIT_TRY(l.dense_codes.upload(padded.data(), padded.nbytes()));
+    NMKIT_TRY(l.dense_codes.upload(staged->dense.data(), staged->dense.nbytes()));
   }
   if (l.backend == CudaBackend::CublasLt) {
-    auto gemm = CublasLtGemm::make();
+    auto gemm = CublasLtGemm::make(l.search);
     if (!gemm.ok()) return gemm.error();
     l.cublas = std::move(*gemm);
   } else if (l.backend == CudaBackend::CusparseLt) {
-    auto gemm = CusparseLtGemm::make(l.dense_codes.ptr, l.rows, l.K_x, l.lift.e4m3, nullptr);
+    auto gemm = CusparseLtGemm::make(l.dense_codes.ptr, gemm_rows(l.backend, l.rows), l.K_x, l.lift.e4m3, l.search,
+                                     nullptr);
     if (!gemm.ok()) return gemm.error();
     l.cusparselt = std::move(*gemm);
   }
@@ -252,8 +268,7 @@ Status CudaSparseLinear::set_bias(const TensorView& bias) {
 }
 
 Status CudaSparseLinear::apply_device(const void* x, DType x_dtype, int64_t M, float* y, void* stream_ptr) const {
-  using namespace cuda;
-  const CudaLayer& l = *layer_;
+  const cuda::CudaLayer& l = *layer_;
   if (M < 0) return Error(ErrorCode::InvalidArgument, "M " + std::to_string(M) + " < 0");
   if (x_dtype != DType::F32 && x_dtype != DType::BF16) {
     return Error(ErrorCode::Unsupported, "activations " + std::string(dtype_name(x_dtype)) + " are not F32 or BF16");
@@ -261,59 +276,23 @@ Status CudaSparseLinear::apply_device(const void* x, DType x_dtype, int64_t M, f
   if (M == 0) return ok_status();
   NMKIT_CUDA_TRY(cudaSetDevice(l.device));
   auto stream = static_cast<cudaStream_t>(stream_ptr);
-  std::lock_guard<std::mutex> lock(l.scratch_lock);
-  const int64_t M_gemm = gemm_tokens(l.backend, M);
-  NMKIT_TRY(l.codes.reserve(static_cast<size_t>(M_gemm * l.K_x)));
-  NMKIT_TRY(l.scale_x.reserve(static_cast<size_t>(M_gemm) * sizeof(float)));
-  NMKIT_TRY(l.bad_row.reserve(sizeof(int64_t)));
-  NMKIT_CUDA_TRY(cudaMemcpyAsync(l.bad_row.ptr, &M, sizeof(int64_t), cudaMemcpyHostToDevice, stream));
-  NMKIT_CUDA_TRY(quantize_lift(x, x_dtype == DType::BF16, M, l.K, l.lift, l.codes.as<uint8_t>(), l.K_x,
-                               l.scale_x.as<float>(), l.bad_row.as<int64_t>(), stream));
-  const auto* bias = l.bias.as<const float>();
-  if (l.backend == CudaBackend::Cutlass) {
-    SparseGemmArgs args;
-    args.rows = l.rows;
-    args.tokens = M_gemm;
-    args.K = l.K_x;
-    args.values = l.values.ptr;
-    args.meta = l.meta.ptr;
-    args.x = l.codes.ptr;
-    args.scale_w = l.scale_w.as<const float>();
-    args.scale_x = l.scale_x.as<const float>();
-    args.bias = bias;
-    args.y = y;
-    if (M_gemm != M) {  // the padded tokens' rows of Y go to scratch, then the real ones to y
-      NMKIT_TRY(l.y_pad.reserve(static_cast<size_t>(M_gemm * l.rows) * sizeof(float)));
-      args.y = l.y_pad.as<float>();
-    }
-    NMKIT_CUDA_TRY(l.type == QuantType::Int8 ? sparse_gemm_int8_sm80(args, stream) : sparse_gemm_e4m3_sm89(args, stream));
-    if (M_gemm != M) {
-      NMKIT_CUDA_TRY(cudaMemcpyAsync(y, args.y, static_cast<size_t>(M * l.rows) * sizeof(float),
-                                     cudaMemcpyDeviceToDevice, stream));
-    }
-  } else {
-    NMKIT_TRY(l.acc.reserve(static_cast<size_t>(M_gemm * l.rows) * 4));
-    if (l.backend == CudaBackend::CublasLt) {
-      NMKIT_TRY(l.cublas->run({l.rows, M, l.K_x, l.lift.e4m3}, l.dense_codes.ptr, l.codes.ptr, l.acc.ptr, stream));
-    } else {
-      NMKIT_TRY(l.cusparselt->run(M_gemm, l.codes.ptr, l.acc.ptr, stream));
-    }
-    NMKIT_CUDA_TRY(scale_epilogue(l.acc.ptr, l.type == QuantType::Int8, M, l.rows, l.scale_x.as<const float>(),
-                                  l.scale_w.as<const float>(), bias, y, stream));
-  }
-  int64_t bad = M;
-  NMKIT_CUDA_TRY(cudaMemcpyAsync(&bad, l.bad_row.ptr, sizeof(int64_t), cudaMemcpyDeviceToHost, stream));
-  NMKIT_CUDA_TRY(cudaStreamSynchronize(stream));
-  if (bad < M) {  // name the column too: read the row back
+  std::lock_guard<std::mutex> lock(l.scratch);
+  NMKIT_TRY(l.reserve(M));
+  NMKIT_TRY(l.quantize(x, x_dtype, M, stream));
+  NMKIT_TRY(l.gemm(M, stream));
+  NMKIT_TRY(l.epilogue(M, y, stream));
+  auto bad = l.first_bad_row(M, stream);
+  if (!bad.ok()) return bad.error();
+  if (*bad < M) {  // name the column too: read the row back
     const size_t es = dtype_size(x_dtype);
     std::vector<std::byte> row(static_cast<size_t>(l.K) * es);
-    NMKIT_CUDA_TRY(cudaMemcpy(row.data(), static_cast<const std::byte*>(x) + static_cast<size_t>(bad * l.K) * es,
+    NMKIT_CUDA_TRY(cudaMemcpy(row.data(), static_cast<const std::byte*>(x) + static_cast<size_t>(*bad * l.K) * es,
                               row.size(), cudaMemcpyDeviceToHost));
     std::vector<float> values(static_cast<size_t>(l.K));
     convert_to_f32(x_dtype, row.data(), values.data(), static_cast<size_t>(l.K));
     int64_t column = 0;
     while (column < l.K && std::isfinite(values[static_cast<size_t>(column)])) ++column;
-    return Error(ErrorCode::InvalidValue, "not finite").with_operand("activations").with_row(bad).with_column(column)
+    return Error(ErrorCode::InvalidValue, "not finite").with_operand("activations").with_row(*bad).with_column(column)
         .with_value(std::to_string(values[static_cast<size_t>(std::min(column, l.K - 1))]));
   }
   return ok_status();
@@ -341,5 +320,6 @@ WeightFormat CudaSparseLinear::weight_format() const { return layer_->format; }
 QuantType CudaSparseLinear::quant_type() const { return layer_->type; }
 CudaBackend CudaSparseLinear::backend() const { return layer_->backend; }
 std::string CudaSparseLinear::kernel_name() const { return layer_->name(); }
+std::string CudaSparseLinear::gemm_name(int64_t M) const { return layer_->gemm_name(M); }
 
 }  // namespace nmkit

@@ -27,7 +27,8 @@ namespace {
   X(cusparseLtMatmulDescriptorInit) X(cusparseLtMatmulAlgSelectionInit)                            \
   X(cusparseLtMatmulAlgSelectionDestroy) X(cusparseLtMatmulPlanInit) X(cusparseLtMatmulPlanDestroy) \
   X(cusparseLtMatmulGetWorkspace) X(cusparseLtMatmul) X(cusparseLtSpMMACompressedSize)             \
-  X(cusparseLtSpMMACompress) X(cusparseLtGetErrorName)
+  X(cusparseLtSpMMACompress) X(cusparseLtGetErrorName) X(cusparseLtMatmulSearch)                  \
+  X(cusparseLtMatmulAlgGetAttribute)
 
 struct Api {
 #define NMKIT_DECLARE(name) decltype(&::name) name = nullptr;
@@ -90,46 +91,71 @@ struct CusparseLtGemm::State {
   cusparseLtHandle_t handle{};
   bool handle_ready = false;
   int64_t rows = 0, K = 0;
-  bool e4m3 = false;
+  bool e4m3 = false, search = false;
   void* compressed = nullptr;
   struct Plan {
+    const Api* lt = nullptr;
     cusparseLtMatDescriptor_t a{}, b{}, d{};
     cusparseLtMatmulDescriptor_t matmul{};
     cusparseLtMatmulAlgSelection_t selection{};
     cusparseLtMatmulPlan_t plan{};
+    int ready = 0;  // how many of the objects above exist, in that order
     void* workspace = nullptr;
     size_t workspace_bytes = 0;
+    std::string description;
+    ~Plan() {
+      if (ready >= 6) lt->cusparseLtMatmulPlanDestroy(&plan);
+      if (ready >= 5) lt->cusparseLtMatmulAlgSelectionDestroy(&selection);
+      if (ready >= 3) lt->cusparseLtMatDescriptorDestroy(&d);
+      if (ready >= 2) lt->cusparseLtMatDescriptorDestroy(&b);
+      if (ready >= 1) lt->cusparseLtMatDescriptorDestroy(&a);
+      if (workspace != nullptr) cudaFree(workspace);
+    }
   };
   std::map<int64_t, std::unique_ptr<Plan>> plans;
 
-  Status plan_for(int64_t tokens, std::unique_ptr<Plan>& out) {
-    auto p = std::make_unique<Plan>();
+  // The plan of `tokens` with the default algorithm (ready to run once its workspace is there).
+  Status init_plan(int64_t tokens, Plan& p) {
+    p.lt = lt;
     const cudaDataType in = e4m3 ? CUDA_R_8F_E4M3 : CUDA_R_8I;
     const cudaDataType acc = e4m3 ? CUDA_R_32F : CUDA_R_32I;
-    NMKIT_LT_TRY(cusparseLtStructuredDescriptorInit(&handle, &p->a, rows, K, K, 16, in, CUSPARSE_ORDER_ROW,
+    NMKIT_LT_TRY(cusparseLtStructuredDescriptorInit(&handle, &p.a, rows, K, K, 16, in, CUSPARSE_ORDER_ROW,
                                                     CUSPARSELT_SPARSITY_50_PERCENT));
-    NMKIT_LT_TRY(cusparseLtDenseDescriptorInit(&handle, &p->b, K, tokens, K, 16, in, CUSPARSE_ORDER_COL));
-    NMKIT_LT_TRY(cusparseLtDenseDescriptorInit(&handle, &p->d, rows, tokens, rows, 16, acc, CUSPARSE_ORDER_COL));
-    NMKIT_LT_TRY(cusparseLtMatmulDescriptorInit(&handle, &p->matmul, CUSPARSE_OPERATION_NON_TRANSPOSE,
-                                                CUSPARSE_OPERATION_NON_TRANSPOSE, &p->a, &p->b, &p->d, &p->d,
+    p.ready = 1;
+    NMKIT_LT_TRY(cusparseLtDenseDescriptorInit(&handle, &p.b, K, tokens, K, 16, in, CUSPARSE_ORDER_COL));
+    p.ready = 2;
+    NMKIT_LT_TRY(cusparseLtDenseDescriptorInit(&handle, &p.d, rows, tokens, rows, 16, acc, CUSPARSE_ORDER_COL));
+    p.ready = 3;
+    NMKIT_LT_TRY(cusparseLtMatmulDescriptorInit(&handle, &p.matmul, CUSPARSE_OPERATION_NON_TRANSPOSE,
+                                                CUSPARSE_OPERATION_NON_TRANSPOSE, &p.a, &p.b, &p.d, &p.d,
                                                 e4m3 ? CUSPARSE_COMPUTE_32F : CUSPARSE_COMPUTE_32I));
-    NMKIT_LT_TRY(cusparseLtMatmulAlgSelectionInit(&handle, &p->selection, &p->matmul, CUSPARSELT_MATMUL_ALG_DEFAULT));
-    NMKIT_LT_TRY(cusparseLtMatmulPlanInit(&handle, &p->plan, &p->matmul, &p->selection));
-    NMKIT_LT_TRY(cusparseLtMatmulGetWorkspace(&handle, &p->plan, &p->workspace_bytes));
-    if (p->workspace_bytes > 0) NMKIT_CUDA_TRY(cudaMalloc(&p->workspace, p->workspace_bytes));
-    out = std::move(p);
+    p.ready = 4;
+    NMKIT_LT_TRY(cusparseLtMatmulAlgSelectionInit(&handle, &p.selection, &p.matmul, CUSPARSELT_MATMUL_ALG_DEFAULT));
+    p.ready = 5;
+    NMKIT_LT_TRY(cusparseLtMatmulPlanInit(&handle, &p.plan, &p.matmul, &p.selection));
+    p.ready = 6;
+    return ok_status();
+  }
+
+  // Workspace for the plan's current algorithm, and its description.
+  Status finish_plan(Plan& p, const char* how) {
+    NMKIT_LT_TRY(cusparseLtMatmulGetWorkspace(&handle, &p.plan, &p.workspace_bytes));
+    if (p.workspace_bytes > 0) NMKIT_CUDA_TRY(cudaMalloc(&p.workspace, p.workspace_bytes));
+    int id = -1, max_id = -1, split_k = -1, split_mode = -1;
+    lt->cusparseLtMatmulAlgGetAttribute(&handle, &p.selection, CUSPARSELT_MATMUL_ALG_CONFIG_ID, &id, sizeof(id));
+    lt->cusparseLtMatmulAlgGetAttribute(&handle, &p.selection, CUSPARSELT_MATMUL_ALG_CONFIG_MAX_ID, &max_id,
+                                        sizeof(max_id));
+    lt->cusparseLtMatmulAlgGetAttribute(&handle, &p.selection, CUSPARSELT_MATMUL_SPLIT_K, &split_k, sizeof(split_k));
+    lt->cusparseLtMatmulAlgGetAttribute(&handle, &p.selection, CUSPARSELT_MATMUL_SPLIT_K_MODE, &split_mode,
+                                        sizeof(split_mode));
+    p.description = "cuSPARSELt alg " + std::to_string(id) + " of 0.." + std::to_string(max_id) + ", split-K " +
+                    std::to_string(split_k) + " mode " + std::to_string(split_mode) + ", workspace " +
+                    std::to_string(p.workspace_bytes >> 10) + " KiB (" + how + ")";
     return ok_status();
   }
 
   ~State() {
-    for (auto& [tokens, p] : plans) {
-      lt->cusparseLtMatmulPlanDestroy(&p->plan);
-      lt->cusparseLtMatmulAlgSelectionDestroy(&p->selection);
-      lt->cusparseLtMatDescriptorDestroy(&p->a);
-      lt->cusparseLtMatDescriptorDestroy(&p->b);
-      lt->cusparseLtMatDescriptorDestroy(&p->d);
-      if (p->workspace != nullptr) cudaFree(p->workspace);
-    }
+    plans.clear();
     if (compressed != nullptr) cudaFree(compressed);
     if (handle_ready) lt->cusparseLtDestroy(&handle);
   }
@@ -142,7 +168,7 @@ Result<std::string> CusparseLtGemm::load() {
 }
 
 Result<std::unique_ptr<CusparseLtGemm>> CusparseLtGemm::make(const void* dense_w, int64_t rows, int64_t K, bool e4m3,
-                                                             cudaStream_t stream) {
+                                                             bool search, cudaStream_t stream) {
   auto loaded = api();
   if (!loaded.ok()) return loaded.error();
   const Api* lt = *loaded;
@@ -153,23 +179,23 @@ Result<std::unique_ptr<CusparseLtGemm>> CusparseLtGemm::make(const void* dense_w
   s.rows = rows;
   s.K = K;
   s.e4m3 = e4m3;
+  s.search = search;
   NMKIT_LT_TRY(cusparseLtInit(&s.handle));
   s.handle_ready = true;
-  // The compressed size and the compression need a plan; any token count (a multiple of 32,
-  // cuda_sparse_linear.cc) gives the same A.
-  std::unique_ptr<State::Plan> plan;
-  NMKIT_TRY(s.plan_for(32, plan));
+  // The compressed size and the compression take a plan; the buffer depends on A's descriptor
+  // only, so any token count (32) gives it.
+  State::Plan plan;
+  NMKIT_TRY(s.init_plan(32, plan));
   size_t compressed_bytes = 0, buffer_bytes = 0;
-  NMKIT_LT_TRY(cusparseLtSpMMACompressedSize(&s.handle, &plan->plan, &compressed_bytes, &buffer_bytes));
+  NMKIT_LT_TRY(cusparseLtSpMMACompressedSize(&s.handle, &plan.plan, &compressed_bytes, &buffer_bytes));
   NMKIT_CUDA_TRY(cudaMalloc(&s.compressed, compressed_bytes));
   void* buffer = nullptr;
   if (buffer_bytes > 0) NMKIT_CUDA_TRY(cudaMalloc(&buffer, buffer_bytes));
-  const cusparseStatus_t status = lt->cusparseLtSpMMACompress(&s.handle, &plan->plan, dense_w, s.compressed, buffer,
+  const cusparseStatus_t status = lt->cusparseLtSpMMACompress(&s.handle, &plan.plan, dense_w, s.compressed, buffer,
                                                               stream);
   cudaStreamSynchronize(stream);
   if (buffer != nullptr) cudaFree(buffer);
   NMKIT_TRY(sparselt_status(*lt, status, "cusparseLtSpMMACompress"));
-  s.plans.emplace(32, std::move(plan));
   return gemm;
 }
 
@@ -178,12 +204,33 @@ CusparseLtGemm::~CusparseLtGemm() = default;
 Status CusparseLtGemm::run(int64_t tokens, const void* x, void* acc, cudaStream_t stream) {
   State& s = *state_;
   const Api* lt = s.lt;
-  auto& plan = s.plans[tokens];
-  if (plan == nullptr) NMKIT_TRY(s.plan_for(tokens, plan));
   const float alpha = 1.0f, beta = 0.0f;  // the scales follow in epilogue.cu
+  auto& plan = s.plans[tokens];
+  if (plan == nullptr) {
+    auto p = std::make_unique<State::Plan>();
+    NMKIT_TRY(s.init_plan(tokens, *p));
+    if (s.search) {
+      // Times every algorithm and split-K setting on this call's buffers (it writes acc, which
+      // the call below writes again) and leaves the fastest in the selection; the plan is made
+      // again from it, as cuSPARSELt's samples do, and its workspace asked anew.
+      NMKIT_LT_TRY(cusparseLtMatmulSearch(&s.handle, &p->plan, &alpha, s.compressed, x, &beta, acc, acc, nullptr,
+                                          &stream, 1));
+      lt->cusparseLtMatmulPlanDestroy(&p->plan);
+      p->ready = 5;
+      NMKIT_LT_TRY(cusparseLtMatmulPlanInit(&s.handle, &p->plan, &p->matmul, &p->selection));
+      p->ready = 6;
+    }
+    NMKIT_TRY(s.finish_plan(*p, s.search ? "searched" : "default"));
+    plan = std::move(p);
+  }
   NMKIT_LT_TRY(cusparseLtMatmul(&s.handle, &plan->plan, &alpha, s.compressed, x, &beta, acc, acc, plan->workspace,
                                 &stream, 1));
   return ok_status();
+}
+
+std::string CusparseLtGemm::describe(int64_t tokens) const {
+  auto it = state_->plans.find(tokens);
+  return it == state_->plans.end() || it->second == nullptr ? std::string() : it->second->description;
 }
 
 }  // namespace nmkit::cuda

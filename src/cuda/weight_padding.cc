@@ -6,10 +6,10 @@
 
 namespace nmkit::cuda {
 
-Tensor pad_codes(const Tensor& codes, int64_t K_new) {
+Tensor pad_codes(const Tensor& codes, int64_t K_new, int64_t rows_new) {
   const int64_t rows = codes.rows(), K = codes.cols();
-  NMKIT_ASSERT(K_new >= K && dtype_size(codes.dtype()) == 1);
-  Tensor out = Tensor::zeros(codes.dtype(), {rows, K_new});
+  NMKIT_ASSERT(K_new >= K && rows_new >= rows && dtype_size(codes.dtype()) == 1);
+  Tensor out = Tensor::zeros(codes.dtype(), {rows_new, K_new});
   for (int64_t r = 0; r < rows; ++r) {
     std::memcpy(out.data() + r * K_new, codes.data() + r * K, static_cast<size_t>(K));
   }

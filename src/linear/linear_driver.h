@@ -1,6 +1,6 @@
-// Portable pieces of SparseLinear's call driver (src/linear/sparse_linear.cc): the dense tiles of the
-// compute-bound regime and the kernel slot of a packed weight. The
-// per-ISA kernels they feed are in src/cpu.
+// Portable pieces of SparseLinear's call driver (src/linear/sparse_linear.cc): the dense rows of the
+// compute-bound regime (tiles and panels) and the kernel slot of a packed weight. The per-ISA kernels
+// they feed are in src/cpu.
 #pragma once
 
 #include <cstddef>
@@ -10,13 +10,13 @@
 
 namespace nmkit::cpu {
 
-// Decompresses row block b of a sparse (or bf16) packed weight into `tile` in the dense block layout
-// (f32 for f32/bf16 weights, int8 for int8): K_x/32 chunks of 4 rows (int8: chunks of 128, the last
-// of 64 where K_x is an odd multiple of 64, cpu/linear_common.h int8_chunk_offset). Portable code:
-// its cost is shared by all the tokens of a call.
-void decompress_block(const PackedLinear& w, int64_t b, void* tile);
-// Bytes of one tile of `w`.
-size_t tile_bytes(const PackedLinear& w);
+// Writes the 4 rows of row block b of w dense, row r at dst + r * ld elements, each K_x wide (zero
+// past the weight's K): f32 values (out F32) of an f32 or bf16 weight, bf16 bits (out BF16) of a bf16
+// one, int8 codes (out I8) of an INT8 one. A slid weight's rows are its K_prime-wide 2:4 rows, which
+// meet the lifted X (folding them back onto K is a scatter per value that cost more than the GEMM
+// it fed). Rows past w.rows are written too (padding, never read into an output). Portable code
+// around the tier's expansions; its cost is shared by all the tokens of a call.
+void decompress_block(const PackedLinear& w, int64_t b, DType out, void* dst, int64_t ld);
 
 // The kernel slot a packed weight runs on (null when the tier lacks it).
 LinearFn linear_kernel_for(const LinearKernels& kernels, WeightFormat kind, DType dtype);

@@ -28,6 +28,10 @@ void copy_element(DType src_dtype, const std::byte* src, int64_t i, DType dst_dt
     std::memcpy(dst + j * 2, src + i * 2, 2);
     return;
   }
+  if (dst_dtype == DType::I8) {  // INT8 codes
+    dst[j] = src[i];
+    return;
+  }
   float value = 0;
   if (src_dtype == DType::F32) std::memcpy(&value, src + i * 4, 4);
   else {
@@ -60,29 +64,76 @@ Status check_shape(int64_t rows, int64_t K, const std::string& what) {
 }  // namespace
 
 void count_streamed_bytes(PackedLinear& packed) {
-  packed.streamed_bytes = packed.values.size + packed.meta.size + packed.row_scale.size + packed.row_sum.size;
+  packed.streamed_bytes = packed.meta.size + packed.row_scale.size + packed.row_sum.size;
+  if (packed.kind != WeightFormat::Dense) {
+    packed.streamed_bytes += packed.values.size;
+    return;
+  }
+  // Dense rows (owned or borrowed): K values each (INT8: K_x, zero-padded, and streamed).
+  const int64_t width = packed.dtype == DType::I8 ? packed.K_x : packed.K;
+  packed.streamed_bytes += static_cast<size_t>(packed.rows * width) * dtype_size(packed.dtype);
 }
 
-Result<std::unique_ptr<PackedLinear>> pack_dense(const TensorView& weight) {
-  if (weight.shape.size() != 2) return Error("dense weight: expected a 2-D tensor, got " + shape_str(weight.shape));
-  NMKIT_TRY(check_shape(weight.rows(), weight.cols(), "dense weight"));
-  auto dtype = packed_dtype(weight.dtype, "dense weight");
-  if (!dtype.ok()) return dtype.error();
-  auto packed = start(WeightFormat::Dense, *dtype, weight.rows(), weight.cols(), kLinearChunk);
-  const int64_t chunks = packed->K_x / kLinearChunk;
-  const size_t size = dtype_size(*dtype);
-  const size_t count = static_cast<size_t>(packed->row_blocks * chunks * kLinearRowBlock * kLinearChunk);
-  packed->values = AlignedBytes::zeros(count * size);
-  packed->values.size = count * size;
-  std::byte* dst = packed->values.data.get();
-  for (int64_t row = 0; row < packed->rows; ++row) {
-    const int64_t b = row / kLinearRowBlock, r = row % kLinearRowBlock;
-    for (int64_t k = 0; k < packed->K; ++k) {
-      const int64_t c = k / kLinearChunk;
-      const int64_t j = ((b * chunks + c) * kLinearRowBlock + r) * kLinearChunk + k % kLinearChunk;
-      copy_element(weight.dtype, weight.data, row * packed->K + k, *dtype, dst, j);
+namespace {
+
+// The checks every dense weight passes: parts of one dtype and K, each [rows >= 1, K >= 1].
+Status check_parts(const std::vector<TensorView>& parts) {
+  if (parts.empty()) return Error("dense weight: no parts");
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const TensorView& part = parts[i];
+    const std::string what = parts.size() == 1 ? "dense weight" : "dense weight part " + std::to_string(i);
+    if (part.shape.size() != 2) return Error(what + ": expected a 2-D tensor, got " + shape_str(part.shape));
+    NMKIT_TRY(check_shape(part.rows(), part.cols(), what));
+    if (part.cols() != parts[0].cols() || part.dtype != parts[0].dtype) {
+      return Error(what + ": " + std::string(dtype_name(part.dtype)) + " " + shape_str(part.shape) +
+                   " does not stack with part 0 (" + std::string(dtype_name(parts[0].dtype)) + " " +
+                   shape_str(parts[0].shape) + "): parts share K and dtype");
     }
   }
+  return ok_status();
+}
+
+int64_t total_rows(const std::vector<TensorView>& parts) {
+  int64_t rows = 0;
+  for (const TensorView& part : parts) rows += part.rows();
+  return rows;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<PackedLinear>> pack_dense(const std::vector<TensorView>& parts) {
+  NMKIT_TRY(check_parts(parts));
+  auto dtype = packed_dtype(parts[0].dtype, "dense weight");
+  if (!dtype.ok()) return dtype.error();
+  const int64_t K = parts[0].cols();
+  auto packed = start(WeightFormat::Dense, *dtype, total_rows(parts), K, kLinearChunk);
+  const size_t size = dtype_size(*dtype);
+  packed->values = AlignedBytes::zeros(static_cast<size_t>(packed->rows * K) * size);
+  std::byte* dst = packed->values.data.get();
+  for (const TensorView& part : parts) {
+    const int64_t n = part.rows() * K;
+    if (part.dtype == *dtype) {
+      std::memcpy(dst, part.data, static_cast<size_t>(n) * size);
+    } else {  // f16 widened to f32
+      for (int64_t i = 0; i < n; ++i) copy_element(part.dtype, part.data, i, *dtype, dst, i);
+    }
+    dst += static_cast<size_t>(n) * size;
+  }
+  packed->parts = {RowPart{packed->values.data.get(), packed->rows, K}};
+  count_streamed_bytes(*packed);
+  return packed;
+}
+
+Result<std::unique_ptr<PackedLinear>> pack_dense_in_place(const std::vector<TensorView>& parts,
+                                                          std::shared_ptr<const void> owner) {
+  NMKIT_TRY(check_parts(parts));
+  const DType dtype = parts[0].dtype;
+  if (dtype != DType::F32 && dtype != DType::BF16) {
+    return Error("dense weight: dtype " + std::string(dtype_name(dtype)) + " cannot be read in place (f32 or bf16)");
+  }
+  auto packed = start(WeightFormat::Dense, dtype, total_rows(parts), parts[0].cols(), kLinearChunk);
+  for (const TensorView& part : parts) packed->parts.push_back(RowPart{part.data, part.rows(), part.cols()});
+  packed->owner = std::move(owner);
   count_streamed_bytes(*packed);
   return packed;
 }
@@ -123,24 +174,22 @@ Result<std::unique_ptr<PackedLinear>> pack_sparse24(const Sparse24& weight) {
   return packed;
 }
 
-Result<std::unique_ptr<PackedLinear>> pack_nm(const NMPacked& weight) {
-  NMKIT_TRY(validate(weight, "nm weight"));
-  NMKIT_TRY(check_shape(weight.rows(), weight.K, "nm weight"));
+namespace {
+
+// The nm records (include/nmkit/linear.h) of a validated weight whose values are `values` ([rows,
+// groups * keep], the weight's own or their INT8 codes), packed in `dtype`, in superchunks of
+// lcm(group, chunk) K.
+std::unique_ptr<PackedLinear> nm_records(const NMPacked& weight, const Tensor& values, DType dtype, int64_t chunk) {
   const Pattern pattern = weight.pattern;
-  if (pattern.group > 16) {
-    return Error("nm weight: pattern " + pattern.str() + " has group > 16 (kernels take groups up to 16)");
-  }
-  auto dtype = packed_dtype(weight.dtype(), "nm weight");
-  if (!dtype.ok()) return dtype.error();
-  auto packed = start(WeightFormat::NM, *dtype, weight.rows(), weight.K, kLinearChunk);
+  auto packed = start(WeightFormat::NM, dtype, weight.rows(), weight.K, chunk);
   packed->pattern = pattern;
-  packed->superchunk = std::lcm<int64_t>(pattern.group, kLinearChunk);
+  packed->superchunk = std::lcm<int64_t>(pattern.group, chunk);
   packed->K_x = round_up(weight.K_pad(), packed->superchunk);
   packed->value_stride = packed->superchunk / pattern.group * pattern.keep;
   packed->mask_stride = packed->superchunk / 8;
   const int64_t superchunks = packed->K_x / packed->superchunk;
   const int64_t records = packed->row_blocks * superchunks * kLinearRowBlock;
-  const size_t size = dtype_size(*dtype);
+  const size_t size = dtype_size(dtype);
   packed->values = AlignedBytes::zeros(static_cast<size_t>(records * packed->value_stride) * size + kLinearSlack);
   packed->values.size = static_cast<size_t>(records * packed->value_stride) * size;
   packed->meta = AlignedBytes::zeros(static_cast<size_t>(records * packed->mask_stride));
@@ -157,7 +206,7 @@ Result<std::unique_ptr<PackedLinear>> pack_nm(const NMPacked& weight) {
       const int64_t first = c * groups_per_chunk * pattern.keep;
       const int64_t count = std::min(packed->value_stride, src_values - first);
       for (int64_t i = 0; i < count; ++i) {
-        copy_element(weight.dtype(), weight.values.data(), row * src_values + first + i, *dtype, packed->values.data.get(),
+        copy_element(values.dtype(), values.data(), row * src_values + first + i, dtype, packed->values.data.get(),
                      record * packed->value_stride + i);
       }
       for (int64_t k = 0; k < packed->superchunk; ++k) {
@@ -168,6 +217,25 @@ Result<std::unique_ptr<PackedLinear>> pack_nm(const NMPacked& weight) {
       }
     }
   }
+  return packed;
+}
+
+Status check_nm(const NMPacked& weight, const std::string& what) {
+  NMKIT_TRY(validate(weight, what));
+  NMKIT_TRY(check_shape(weight.rows(), weight.K, what));
+  if (weight.pattern.group > 16) {
+    return Error(what + ": pattern " + weight.pattern.str() + " has group > 16 (kernels take groups up to 16)");
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<PackedLinear>> pack_nm(const NMPacked& weight) {
+  NMKIT_TRY(check_nm(weight, "nm weight"));
+  auto dtype = packed_dtype(weight.dtype(), "nm weight");
+  if (!dtype.ok()) return dtype.error();
+  auto packed = nm_records(weight, weight.values, *dtype, kLinearChunk);
   count_streamed_bytes(*packed);
   return packed;
 }
@@ -201,22 +269,18 @@ Result<std::unique_ptr<PackedLinear>> pack_dense_int8(const Quantized& weight) {
                  " " + shape_str(codes.shape()));
   }
   NMKIT_TRY(check_shape(codes.rows(), codes.cols(), "int8 dense weight"));
-  // K padded to 64, not 128: the last chunk may be 64 wide (cpu/linear_common.h int8_chunk_offset).
+  // Rows zero-padded to K_x (a multiple of 64): the kernels' steps need no tail.
   auto packed = start(WeightFormat::Dense, DType::I8, codes.rows(), codes.cols(), kLinearChunkInt8Tail);
   NMKIT_TRY(check_int8(packed->K_x, "int8 dense weight"));
-  const int64_t block_bytes = kLinearRowBlock * packed->K_x;
-  packed->values = AlignedBytes::zeros(static_cast<size_t>(packed->row_blocks * block_bytes));
+  packed->values = AlignedBytes::zeros(static_cast<size_t>(packed->rows * packed->K_x));
   auto* dst = packed->values.as<int8_t>();
   const auto* src = codes.as<int8_t>();
   std::vector<int32_t> sums(static_cast<size_t>(packed->rows), 0);
   for (int64_t row = 0; row < packed->rows; ++row) {
-    const int64_t b = row / kLinearRowBlock, r = row % kLinearRowBlock;
-    for (int64_t k = 0; k < packed->K; ++k) {
-      const int64_t c = k / kLinearChunkInt8;
-      dst[b * block_bytes + int8_chunk_offset(packed->K_x, c, r) + k % kLinearChunkInt8] = src[row * packed->K + k];
-      sums[static_cast<size_t>(row)] += src[row * packed->K + k];
-    }
+    std::memcpy(dst + row * packed->K_x, src + row * packed->K, static_cast<size_t>(packed->K));
+    for (int64_t k = 0; k < packed->K; ++k) sums[static_cast<size_t>(row)] += src[row * packed->K + k];
   }
+  packed->parts = {RowPart{packed->values.data.get(), packed->rows, packed->K_x}};
   int8_rows(*packed, weight.scales, sums);
   count_streamed_bytes(*packed);
   return packed;
@@ -261,6 +325,25 @@ Result<std::unique_ptr<PackedLinear>> pack_sparse24_int8(const QuantizedSparse24
     }
   }
   int8_rows(*packed, weight.scales, sums);
+  count_streamed_bytes(*packed);
+  return packed;
+}
+
+Result<std::unique_ptr<PackedLinear>> pack_nm_int8(const NMPacked& weight, const Quantized& values) {
+  NMKIT_TRY(check_nm(weight, "int8 nm weight"));
+  const int64_t per_row = weight.groups() * weight.pattern.keep;
+  if (values.type != QuantType::Int8 || values.codes.dtype() != DType::I8 || values.codes.shape() != Shape{weight.rows(), per_row}) {
+    return Error("int8 nm weight: expected I8 codes of shape " + shape_str({weight.rows(), per_row}) + ", got " +
+                 std::string(dtype_name(values.codes.dtype())) + " " + shape_str(values.codes.shape()));
+  }
+  auto packed = nm_records(weight, values.codes, DType::I8, kLinearChunkInt8Tail);
+  NMKIT_TRY(check_int8(packed->K_x, "int8 nm weight"));
+  std::vector<int32_t> sums(static_cast<size_t>(packed->rows), 0);
+  const auto* codes = values.codes.as<int8_t>();
+  for (int64_t row = 0; row < packed->rows; ++row) {
+    for (int64_t i = 0; i < per_row; ++i) sums[static_cast<size_t>(row)] += codes[row * per_row + i];
+  }
+  int8_rows(*packed, values.scales, sums);
   count_streamed_bytes(*packed);
   return packed;
 }

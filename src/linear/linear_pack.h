@@ -2,8 +2,10 @@
 //
 // Layout (the packed weight; X is copied once per call into rows of K_x = K rounded up to the chunk
 // width, zero-filled, so kernels never see a tail):
-//   dense f32/bf16: rows in blocks of 4 (zero rows pad the last block), K in chunks of 32; for block
-//     b and chunk c, (4, 32) values, one row after another. Shape (rows_pad/4, K_x/32, 4, 32).
+//   dense f32/bf16: plain rows, row r's K values contiguous (rows, K): the layout of the file and of
+//     oneDNN's plain weights ("ba"), so a weight is read where it lies (SparseLinear::dense over
+//     parts) or copied once; the kernels read 4 rows at a time and mask each row's last 32-wide step.
+//   dense int8: rows (rows, K_x) of codes, K_x = K rounded up to 64, zero past K.
 //   sparse24 f32/bf16 (K_x a multiple of 64, so the bf16-activation kernel takes chunk pairs):
 //     values (rows_pad/4, K_x/32, 4, 16): each row's 16 kept values of the chunk,
 //     as in the sparse24 format; meta (rows_pad/4, K_x/32, 4) 32-bit words, each the 8 nibbles of one
@@ -13,19 +15,19 @@
 //     (rows_pad/4, K_x/S, 4, S/group*keep) and masks (rows_pad/4, K_x/S, 4, S/8) bytes, each row's
 //     slots and mask bits of the superchunk as in the nm format (groups past the weight are empty),
 //     plus a slack of zeros after the values so a kernel may load a full vector at the last value.
-//   int8 (dense, sparse24, slid): as the f32 layouts with int8 values and K chunks of 128 (sparse24:
-//     64 values and 16 bytes of meta, i.e. four 32-bit words, per row and chunk), except that K_x is
-//     K rounded up to 64 and, when that is an odd multiple of 64, a row block ends with a chunk of
-//     64 K ((4, 64) dense codes; sparse24 (4, 32) values and (4, 2) meta words), so a row of 576
-//     streams 576 bytes dense and 360 as sparse24, not 640 and 400; plus per-row
-//     scales and per-row sums of the int8 values (for the unsigned-activation form of VNNI). A slid
-//     weight is the sparse24 int8 layout over K_prime; X is lifted to K_prime while quantized.
-//   Forms built from these by the first call that runs them: oneDNN's dense copy, a slid weight's
-//   unslid one, and on AVX-512 the row-lane copy of a sparse24 INT8 or bf16 weight
-//   (src/linear/linear_row_lanes.h: 16 rows x 4 bytes of kept values and their positions).
+//   sparse24 int8 (and slid): as sparse24 f32 with int8 values and K chunks of 128 (64 values and
+//     16 bytes of meta, i.e. four 32-bit words, per row and chunk), except that K_x is K rounded up to
+//     64 and, when that is an odd multiple of 64, a row block ends with a chunk of 64 K ((4, 32)
+//     values and (4, 2) meta words), so a row of 576 streams 360 bytes, not 400. A slid weight is
+//     this layout over K_prime; X is lifted to K_prime while quantized.
+//   nm int8: as nm f32 with int8 codes and superchunks of S = lcm(group, 64): 64 K are one mask word
+//     and the codes one vpexpandb places (6:8 streams 56 bytes per row and 64 K, dense 64).
+//   int8 (every form): plus per-row scales and per-row sums of the int8 values (for the
+//     unsigned-activation form of VNNI).
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "cpu/linear_kernels.h"
 #include "nmkit/format.h"
@@ -35,16 +37,25 @@
 
 namespace nmkit::cpu {
 
-// f32 and bf16 weights keep their dtype; f16 is widened to f32 (exactly).
-Result<std::unique_ptr<PackedLinear>> pack_dense(const TensorView& weight);
+// Dense weights: [rows_i, K] parts of one dtype stacked by rows. pack_dense copies them into rows of
+// its own (f32 and bf16 keep their dtype; f16 is widened to f32, exactly); pack_dense_in_place reads
+// f32 or bf16 parts where they are, copying nothing, and holds `owner` to keep their memory alive.
+Result<std::unique_ptr<PackedLinear>> pack_dense(const std::vector<TensorView>& parts);
+Result<std::unique_ptr<PackedLinear>> pack_dense_in_place(const std::vector<TensorView>& parts,
+                                                          std::shared_ptr<const void> owner);
 Result<std::unique_ptr<PackedLinear>> pack_sparse24(const Sparse24& weight);
 Result<std::unique_ptr<PackedLinear>> pack_nm(const NMPacked& weight);
 
-// INT8 (codes in [-127, 127] with per-row scales): K chunks of 128 (K padded to 64: the last chunk
-// may be 64 wide), per-row scales and code sums.
+// INT8 (codes in [-127, 127] with per-row scales): dense rows zero-padded to K_x (K rounded up to 64),
+// sparse24 records in K chunks of 128 (the last chunk may be 64 wide), or nm records; per-row scales
+// and code sums.
 // K above 65536 is an Error: the kernels' int32 sums of (code + 128) * code could overflow.
 Result<std::unique_ptr<PackedLinear>> pack_dense_int8(const Quantized& weight);
 Result<std::unique_ptr<PackedLinear>> pack_sparse24_int8(const QuantizedSparse24& weight);
+// An nm weight's values quantized per row (`values`: codes [rows, groups * keep] and scales, as
+// quantize_weights gives them for weight.values) in the nm records of an f32 weight, superchunks of
+// lcm(group, 64) K: 64 K are one mask word and the codes that one vpexpandb places.
+Result<std::unique_ptr<PackedLinear>> pack_nm_int8(const NMPacked& weight, const Quantized& values);
 
 // Fills streamed_bytes from the packed arrays (values without slack, meta, int8 scales and sums).
 void count_streamed_bytes(PackedLinear& packed);

@@ -7,12 +7,9 @@
 #include "linear/linear_plan.h"
 
 #include <algorithm>
-#include <numeric>
 
 #include "cpu/kernel_table.h"
 #include "linear/linear_driver.h"
-#include "linear/linear_row_lanes.h"
-#include "linear/linear_slid_forms.h"
 #include "nmkit/cpu.h"
 #include "nmkit/threads.h"
 #include "core/thread_costs.h"
@@ -99,42 +96,6 @@ constexpr int64_t kSlabTokens = 5;
 // takes no tiles there.
 constexpr int64_t kTileTokens = 64;
 
-// INT8 sparse24 weights (not slid) run on row lanes (src/cpu/avx512/linear_row_lanes.cc) from
-// this many tokens on rows of at most kRowLanesShortK, and from kRowLanesTokens elsewhere, instead of
-// oneDNN's GEMM on their dense copy. The row-lane form streams 2 bytes per kept code, as many as the
-// dense int8 copy, so it gains only once the call is bound by arithmetic; on short rows that is
-// sooner. Quiet, 2026-11-25 (`nmkit bench linear --shapes 7b,smollm2 --m 4,8,16,32 (then 64,256)
-// --pattern 2:4 --dtype int8`, ratios to the best dense int8 kernel, oneDNN): 7B shapes 0.88-0.89x at
-// 8, 0.90-0.95x at 16, 0.99-1.04x at 32, 1.02-1.36x at 64-256; SmolLM2's 576-wide rows 1.07-1.58x at
-// 8, 0.98-1.36x at 16 and 0.88-1.36x at 32 (576x576 0.88x), 0.99-1.41x at 64-256; 576x1536 0.80-0.89x
-// at 8-32. Slid weights stay on their unslid codes: row lanes over K_prime ran 0.59-0.96x of dense
-// at 16-256 tokens (3/4 of the dense products, at the row lanes' rate). Short rows from 4 tokens
-// since no row-lane window holds padding alone (INT8 then padded K to 128): quiet, 2026-11-25,
-// `nmkit bench linear --shapes smollm2 --m 4 --pattern 2:4 --dtype int8`, two runs of each plan, ratios to the
-// best dense int8 kernel, own kernel (from 8) / row lanes (from 4): 576x576 0.90-0.93x / 1.58-1.73x,
-// 192x576 0.84-0.90x / 2.24-2.37x, 1536x576 0.95x / 1.23-1.35x, 49152x576 0.86-1.24x / 1.13-1.21x.
-// At 2 tokens the own kernel keeps 49152x576 (1.41x against row lanes' 1.12x: streaming 1.25 bytes
-// per kept code, not 2) while row lanes led on the small layers (1.38-1.86x against 1.09-1.27x).
-constexpr int64_t kRowLanesTokens = 64;
-constexpr int64_t kRowLanesShortRowTokens = 4;
-constexpr int64_t kRowLanesShortK = 1024;
-
-// bf16 sparse24 weights with bf16 activations run on row lanes from kRowLanesTokens on weights of at
-// least this many rows, instead of oneDNN's bf16 GEMM on their dense copy. Each vpermw + vdpbf16ps
-// pair executes 32 kept products, against oneDNN's 32 dense ones per vdpbf16ps; the X conversion
-// and the wake of the second thread are then shared by fewer rows on small layers. Quiet, 2026-11-25
-// (`nmkit bench linear --shapes 7b,smollm2 --m 16,64,256 --pattern 2:4 --dtype bf16`, ratios to
-// oneDNN's dense bf16 GEMM with bf16 activations): 4096x4096 1.07x / 1.14x at 64 / 256, 11008x4096
-// 1.12x / 1.18x, 4096x11008 1.15x / 1.28x, 49152x576 1.34x / 1.42x, 1536x576 1.12x / 1.19x; but
-// 576x1536 0.79x / 1.00x, 576x576 0.17x (a transient: 1.19x alone right after, sleeping workers) /
-// 0.89x, 192x576 0.59x / 0.64x, and 0.66-1.08x at 16 tokens. That benchmark runs with sleeping
-// workers; with spinning ones (OpenMP's default, as in a model's forward pass) row lanes lead on every
-// SmolLM2 shape too (2026-11-25, quiet, a driver timing SparseLinear::apply against the same layer
-// dense, both converting X to bf16: 576x576 0.081 / 0.108 ms at 64 tokens and 0.615 / 0.831 at 512,
-// 960x576 0.117 / 0.168 and 0.950 / 1.294, 192x576 0.030 / 0.036 and 0.239 / 0.282, 576x1536 0.185 /
-// 0.254 and 1.508 / 2.086), so the row floor holds only while workers sleep.
-constexpr int64_t kRowLanesBf16Rows = 1024;
-
 // --- oneDNN --------------------------------------------------------------------------------------
 
 // From these token counts a call runs oneDNN's matmul on a dense copy of the weight in oneDNN's
@@ -205,25 +166,16 @@ constexpr int64_t kRowLanesBf16Rows = 1024;
 struct OnednnFrom {
   int64_t dense_f32, dense_bf16, dense_bf16x, dense_int8, dense_int8_long_rows;
   int64_t sparse24_f32, sparse24_f32_short_rows, sparse24_bf16, sparse24_bf16x, sparse24_int8;
-  int64_t nm_f32, nm_bf16, nm_bf16x;
+  int64_t nm_f32, nm_bf16, nm_bf16x, nm_int8;
   int64_t slid_int8, slid_int8_long_rows;
 };
 constexpr OnednnFrom kOnednnFrom{
     /*dense_f32=*/4, /*dense_bf16=*/8, /*dense_bf16x=*/4, /*dense_int8=*/4, /*dense_int8_long_rows=*/8,
     /*sparse24_f32=*/64, /*sparse24_f32_short_rows=*/8, /*sparse24_bf16=*/64, /*sparse24_bf16x=*/8,
     /*sparse24_int8=*/8,
-    /*nm_f32=*/4, /*nm_bf16=*/8, /*nm_bf16x=*/4,
+    /*nm_f32=*/4, /*nm_bf16=*/8, /*nm_bf16x=*/4, /*nm_int8=*/8,
     /*slid_int8=*/4, /*slid_int8_long_rows=*/8,
 };
-// The thresholds above are AVX-512's. On the AVX2 tier oneDNN's f32 GEMM (every f32 and bf16 weight
-// there: no bf16 GEMM) starts at this many tokens at the earliest. Under NMKIT_ISA=avx2, 2026-11-25
-// (`nmkit bench linear --shapes smollm2,7b --m 8,16 --dtype f32 --pattern 2:4 --own-kernels
-// --no-baselines`, ms own / oneDNN): at 8 tokens nmkit's kernels ran 0.85-1.08x oneDNN's time on
-// SmolLM2's layers and 0.53-0.94x on 49152x576 and the 7B shapes (dense 49152x576 7.9 / 14.7,
-// 4096x4096 3.75 / 4.90); at 16 oneDNN led on the small layers (576x576 0.119 / 0.087) and nmkit on
-// 49152x576, 4096x4096 and 4096x11008.
-constexpr int64_t kAvx2OnednnF32Tokens = 16;
-
 // Rows of K at or above this count as long: for sparse24 f32 (token lanes lose to oneDNN below it
 // from 8 tokens) and for dense and slid INT8 (nmkit's kernels lead at 4 tokens on it).
 constexpr int64_t kLongRowK = 2048;
@@ -264,18 +216,15 @@ int64_t table_onednn_from(const PackedLinear& w) {
       if (w.dtype == DType::BF16) return bf16x ? t.sparse24_bf16x : t.sparse24_bf16;
       return w.K >= kLongRowK ? t.sparse24_f32 : t.sparse24_f32_short_rows;
     case WeightFormat::NM:
+      if (w.dtype == DType::I8) return t.nm_int8;
       if (w.dtype == DType::BF16) return bf16_gemm ? t.nm_bf16x : t.nm_bf16;
       return t.nm_f32;
   }
   return INT64_MAX;
 }
 
-// From how many tokens oneDNN may run w: the table's threshold, and on the AVX2 tier (f32 GEMM for
-// every non-INT8 weight there) not below kAvx2OnednnF32Tokens.
-int64_t onednn_from(const PackedLinear& w) {
-  const int64_t from = table_onednn_from(w);
-  return w.tier == IsaTier::Avx2 && w.dtype != DType::I8 ? std::max(from, kAvx2OnednnF32Tokens) : from;
-}
+// From how many tokens oneDNN may run w.
+int64_t onednn_from(const PackedLinear& w) { return table_onednn_from(w); }
 
 // The token-lane kernel of sparse24 weights of `dtype` on a tier (null where the tier has none).
 cpu::LinearFn token_lanes_kernel(const cpu::LinearKernels& k, DType dtype) {
@@ -292,27 +241,30 @@ bool onednn_leads(const PackedLinear& w, const cpu::LinearKernels& k, int64_t M)
   return !lanes_lead;
 }
 
-// The row-lane kernel of a sparse24 weight (INT8, or bf16 with bf16 activations), null where the tier
-// has none.
-cpu::LinearFn row_lanes_kernel(const cpu::LinearKernels& k, const PackedLinear& w) {
-  if (w.dtype == DType::I8) return k.sparse24_i8_row_lanes;
-  return w.dtype == DType::BF16 && w.bf16_x ? k.sparse24_bf16x_row_lanes : nullptr;
-}
-
 MatmulType matmul_type(DType dtype, bool bf16_x) {
   if (dtype == DType::I8) return MatmulType::Int8;
   return runs_bf16_gemm(dtype, bf16_x) ? MatmulType::Bf16 : MatmulType::F32;
 }
 
 // oneDNN runs at one tier per process (onednn_tier(): the detected one, or AVX2 under NMKIT_ISA=avx2),
-// so a layer of another tier (LinearOptions::tier) keeps nmkit's kernels of its tier.
+// so a layer of another tier (LinearOptions::tier) keeps nmkit's kernels of its tier. Below AVX-512
+// oneDNN's f32 GEMM on plain weights is its jit sgemm, whose kernels for the tail of the token
+// dimension sum in another order: one token's outputs then depend on its place in the call (a model
+// fed the same sequence twice in one batch got different logits for the second), so AVX2 keeps
+// nmkit's kernels too.
 bool onednn_allowed(const LinearLayer& layer, MatmulType type) {
   const PackedLinear& w = *layer.packed;
-  return layer.onednn && w.tier != IsaTier::Scalar && w.tier == onednn_tier() && onednn_runs(type);
+  return layer.onednn && w.tier >= IsaTier::Avx512 && w.tier == onednn_tier() && onednn_runs(type);
 }
 
 
-int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+// From how many tokens a sparse24 or nm INT8 weight runs nmkit's dense INT8 kernel on tiles: where the
+// tier expands a row block into a tile itself, from kTileTokens; else (the portable decompression)
+// as the dense copy it replaces did (kDenseInt8Tokens).
+int64_t int8_tiles_from(const PackedLinear& w, cpu::TileI8Fn tier_tile) {
+  if (tier_tile != nullptr) return kTileTokens;
+  return w.K <= kDenseInt8ShortK ? kDenseInt8ShortRowTokens : kDenseInt8Tokens;
+}
 
 }  // namespace
 
@@ -322,23 +274,6 @@ LinearPlan plan_for(const LinearLayer& layer, int64_t M) {
   LinearPlan plan;
   plan.kind = w.kind;
   plan.dtype = w.dtype;
-  const bool bf16_rows_lead = w.rows >= kRowLanesBf16Rows || !workers_sleep();
-  const int64_t row_lanes_from = w.dtype == DType::BF16 ? (bf16_rows_lead ? kRowLanesTokens : INT64_MAX)
-                                 : w.K <= kRowLanesShortK ? kRowLanesShortRowTokens
-                                                          : kRowLanesTokens;
-  if (w.kind == WeightFormat::Sparse24 && !w.slide && row_lanes_kernel(kernels, w) != nullptr && M >= row_lanes_from) {
-    plan.form = FormUsed::RowLanes;
-    plan.route = Route::RowLanes;
-    return plan;
-  }
-  if (w.slide) {
-    const bool int8 = w.dtype == DType::I8;
-    const int64_t from = int8 ? kUnslidInt8Tokens : w.bf16_x ? kUnslidNmTokensBf16x : kUnslidNmTokensF32x;
-    if (M >= from) {
-      plan.form = FormUsed::Unslid;
-      plan.kind = int8 ? WeightFormat::Dense : WeightFormat::NM;
-    }
-  }
   plan.matmul = matmul_type(plan.dtype, w.bf16_x);
   if (onednn_leads(w, kernels, M) && onednn_allowed(layer, plan.matmul)) {
     plan.route = Route::Onednn;
@@ -347,11 +282,15 @@ LinearPlan plan_for(const LinearLayer& layer, int64_t M) {
     // thread. Quiet, 2 threads, sleeping workers, dense f32 at 4 tokens, 192x576: oneDNN on the team
     // 78 us, OpenBLAS 45 us, oneDNN on one thread 23 us.
     plan.onednn_threads = worth_splitting(onednn_one_thread_seconds(w, M, plan.matmul)) ? thread_count() : 1;
-    if (w.slide) {  // oneDNN's dense copy comes from the unslid form (the slid one is over K_prime)
-      plan.form = FormUsed::Unslid;
-      plan.kind = w.dtype == DType::I8 ? WeightFormat::Dense : WeightFormat::NM;
-    }
     return plan;
+  }
+  if (w.slide) {
+    const bool int8 = w.dtype == DType::I8;
+    const int64_t from = int8 ? kUnslidInt8Tokens : w.bf16_x ? kUnslidNmTokensBf16x : kUnslidNmTokensF32x;
+    if (M >= from) {  // decompressed tile by tile under the dense kernel, X lifted
+      plan.route = Route::Tiles;
+      return plan;
+    }
   }
   const bool bf16_pairs = w.bf16_x && plan.dtype == DType::BF16;
   switch (plan.kind) {
@@ -360,17 +299,10 @@ LinearPlan plan_for(const LinearLayer& layer, int64_t M) {
       break;
     case WeightFormat::Sparse24:
       if (plan.dtype == DType::I8) {
-        const bool tiles = kernels.sparse24_i8_tile != nullptr;
-        const int64_t dense_from = w.K <= kDenseInt8ShortK ? kDenseInt8ShortRowTokens : kDenseInt8Tokens;
-        plan.route = !w.slide && tiles && M >= kTileTokens ? Route::Tiles : Route::Rows;
-        if (!w.slide && !tiles && M >= dense_from) {  // its codes packed dense (kDenseInt8Tokens)
-          plan.form = FormUsed::Unslid;
-          plan.kind = WeightFormat::Dense;
-        }
+        plan.route = !w.slide && M >= int8_tiles_from(w, kernels.sparse24_i8_tile) ? Route::Tiles : Route::Rows;
       } else if (bf16_pairs && kernels.sparse24_bf16x != nullptr) {
         plan.route = Route::Bf16Pairs;  // vdpbf16ps: twice the products of an f32 FMA per instruction
-      } else if (M >= kTokenLaneTokens &&
-                 token_lanes_kernel(kernels, plan.dtype) != nullptr) {
+      } else if (M >= kTokenLaneTokens && token_lanes_kernel(kernels, plan.dtype) != nullptr) {
         plan.route = Route::TokenLanes;
         plan.lanes_split_tokens = M >= kLanesSplitTokens && w.streamed_bytes <= kLanesSplitWeightBytes && thread_count() > 1;
       } else if (bf16_pairs && M >= kTileTokens) {
@@ -380,6 +312,10 @@ LinearPlan plan_for(const LinearLayer& layer, int64_t M) {
       }
       break;
     case WeightFormat::NM: {
+      if (plan.dtype == DType::I8) {
+        plan.route = M >= int8_tiles_from(w, kernels.nm_i8_tile) ? Route::Tiles : Route::Rows;
+        break;
+      }
       const cpu::LinearFn slabs = bf16_pairs ? kernels.nm_bf16x_slabs
                                   : plan.dtype == DType::F32 ? kernels.nm_f32_slabs
                                                              : kernels.nm_bf16_slabs;
@@ -391,29 +327,19 @@ LinearPlan plan_for(const LinearLayer& layer, int64_t M) {
   return plan;
 }
 
-cpu::LinearFn plan_kernel(const LinearPlan& plan, const PackedLinear& form) {
-  const cpu::LinearKernels& k = cpu::kernels_for(form.tier).linear;
-  const bool bf16_pairs = form.bf16_x && form.dtype == DType::BF16;
+cpu::LinearFn plan_kernel(const LinearPlan& plan, const PackedLinear& w) {
+  const cpu::LinearKernels& k = cpu::kernels_for(w.tier).linear;
+  const bool bf16_pairs = w.bf16_x && w.dtype == DType::BF16;
   switch (plan.route) {
-    case Route::Rows: return cpu::linear_kernel_for(k, form.kind, form.dtype);
-    case Route::TokenLanes: return token_lanes_kernel(k, form.dtype);
+    case Route::Rows: return cpu::linear_kernel_for(k, w.kind, w.dtype);
+    case Route::TokenLanes: return token_lanes_kernel(k, w.dtype);
     case Route::Bf16Pairs: return k.sparse24_bf16x;
     case Route::Slabs:
-      return bf16_pairs ? k.nm_bf16x_slabs : form.dtype == DType::F32 ? k.nm_f32_slabs : k.nm_bf16_slabs;
-    case Route::Tiles: return form.dtype == DType::I8 ? k.dense_i8 : k.dense_f32;
-    case Route::RowLanes: return row_lanes_kernel(k, form);
+      return bf16_pairs ? k.nm_bf16x_slabs : w.dtype == DType::F32 ? k.nm_f32_slabs : k.nm_bf16_slabs;
+    case Route::Tiles: return w.dtype == DType::I8 ? k.dense_i8 : k.dense_f32;
     case Route::Onednn: return nullptr;
   }
   return nullptr;
-}
-
-const PackedLinear& plan_form(const LinearPlan& plan, const PackedLinear& w) {
-  switch (plan.form) {
-    case FormUsed::Own: return w;
-    case FormUsed::Unslid: return cpu::many_tokens_form(w);
-    case FormUsed::RowLanes: return cpu::row_lanes_form(w);
-  }
-  return w;
 }
 
 std::string plan_name(const PackedLinear& w, const LinearPlan& plan) {
@@ -421,46 +347,32 @@ std::string plan_name(const PackedLinear& w, const LinearPlan& plan) {
   std::string how;
   if (w.slide && w.dtype != DType::I8) {  // an nm weight packed slid
     form = "nm" + w.pattern.str();
-    if (plan.form == FormUsed::Own) how = " as slid";
+    how = " as slid";
   } else {
     switch (w.kind) {
       case WeightFormat::Dense: form = "dense"; break;
       case WeightFormat::Sparse24: form = w.slide ? "slid" + w.slide->pattern.str() : "sparse24"; break;
       case WeightFormat::NM: form = "nm" + w.pattern.str(); break;
     }
-    if (plan.form == FormUsed::Unslid) how = " as dense";
   }
   switch (plan.route) {
     case Route::Rows: case Route::Bf16Pairs: break;
     case Route::TokenLanes: how += " token lanes"; break;
     case Route::Slabs: how += " slabs"; break;
     case Route::Tiles: how += " tiles"; break;
-    case Route::RowLanes: how += " row lanes"; break;
-    case Route::Onednn: how += plan.onednn_threads == 1 && thread_count() > 1 ? " onednn 1 thread" : " onednn"; break;
+    case Route::Onednn:
+      if (w.kind != WeightFormat::Dense) how += " panels";
+      how += plan.onednn_threads == 1 && thread_count() > 1 ? " onednn 1 thread" : " onednn";
+      break;
   }
   const char* type = w.dtype == DType::F32 ? " f32" : w.dtype == DType::BF16 ? " bf16" : " int8";
   return std::string(tier_name(w.tier)) + " " + form + type + how + (w.bf16_x ? " (bf16 x)" : "");
 }
 
-size_t plan_bytes(const PackedLinear& w, const LinearPlan& plan) {
-  const auto rows = static_cast<size_t>(w.rows);
-  if (plan.route == Route::Onednn) {
-    const size_t size = plan.matmul == MatmulType::F32 ? 4 : plan.matmul == MatmulType::Bf16 ? 2 : 1;
-    return rows * static_cast<size_t>(w.K) * size + (plan.matmul == MatmulType::Int8 ? rows * 4 : 0);
-  }
-  if (plan.form == FormUsed::Own) return w.streamed_bytes;
-  if (plan.form == FormUsed::RowLanes) return cpu::row_lanes_bytes(w);
-  // The unslid forms as linear_pack.cc lays them out (built or not).
-  const auto padded_rows = static_cast<size_t>(w.row_blocks * cpu::kLinearRowBlock);
-  if (w.dtype == DType::I8) {
-    return padded_rows * static_cast<size_t>(round_up(w.K, cpu::kLinearChunkInt8Tail)) + 2 * rows * 4;
-  }
-  const Pattern p = w.pattern;
-  const int64_t superchunk = std::lcm<int64_t>(p.group, cpu::kLinearChunk);
-  const auto superchunks = static_cast<size_t>(round_up(round_up(w.K, p.group), superchunk) / superchunk);
-  const auto per_row = static_cast<size_t>(superchunk / p.group * p.keep) * dtype_size(w.dtype) +
-                       static_cast<size_t>(superchunk / 8);
-  return padded_rows * superchunks * per_row;
+size_t plan_bytes(const PackedLinear& w, const LinearPlan&) {
+  // Every route reads the packed weight once per call (per token block): panels and tiles are
+  // decompressed from it into scratch.
+  return w.streamed_bytes;
 }
 
 // One-thread rates measured on this project's machine (`NMKIT_THREADS=1 nmkit bench linear --rows 576

@@ -8,8 +8,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
-#include <optional>
 #include <string>
 
 #include "cpu/linear_kernels.h"
@@ -18,22 +16,10 @@
 
 namespace nmkit::linear {
 
-// The packed weight of a SparseLinear and the forms built for large calls on first use.
+// The packed weight of a SparseLinear: the one form it holds.
 struct LinearLayer {
   std::unique_ptr<cpu::PackedLinear> packed;
   bool onednn = true;  // LinearOptions::onednn
-  // The weight dense in oneDNN's layout (Route::Onednn), built by the first call that needs it.
-  mutable std::once_flag matmul_once;
-  mutable std::unique_ptr<OnednnMatmul> matmul;
-  mutable std::optional<Error> matmul_error;  // building it failed (then every such call fails)
-};
-
-// Which packed form a call reads.
-enum class FormUsed {
-  Own,     // the layer's packed weight
-  Unslid,  // a slid weight's unslid form (cpu::many_tokens_form): dense INT8 codes, or the nm pack;
-           // for a sparse24 INT8 weight its codes packed dense
-  RowLanes,  // a sparse24 INT8 or bf16 weight's row-lane form (cpu::row_lanes_form)
 };
 
 enum class Route {
@@ -41,14 +27,12 @@ enum class Route {
   TokenLanes,  // sparse24 f32/bf16: X transposed to 16-token lanes, one FMA per kept value
   Bf16Pairs,   // sparse24 bf16 weights times bf16 activations, vdpbf16ps over pairs
   Slabs,       // nm: each K slab of a row block expanded once for all the call's tokens
-  Tiles,       // row blocks decompressed into dense tiles, the dense micro-kernel on each
-  RowLanes,    // sparse24 INT8, bf16 x: 16 rows per ZMM, a gather and a dot per 4 bytes of kept values
-  Onednn,      // oneDNN's GEMM on the weight decompressed once into its dense prepacked layout
+  Tiles,       // row blocks decompressed into dense 4-row tiles, the dense micro-kernel on each
+  Onednn,      // oneDNN's GEMM on dense rows: a dense weight's own, or panels decompressed into scratch
 };
 
 struct LinearPlan {
-  FormUsed form = FormUsed::Own;
-  WeightFormat kind = WeightFormat::Dense;  // of the form read (Onednn: of its source)
+  WeightFormat kind = WeightFormat::Dense;  // of the packed weight
   DType dtype = DType::F32;
   Route route = Route::Rows;
   MatmulType matmul = MatmulType::F32;  // Route::Onednn only
@@ -61,13 +45,10 @@ struct LinearPlan {
 // The plan for M >= 1 tokens per call.
 LinearPlan plan_for(const LinearLayer& layer, int64_t M);
 
-// The kernel slot of a plan's route on the form it reads (null for Route::Onednn).
-cpu::LinearFn plan_kernel(const LinearPlan& plan, const cpu::PackedLinear& form);
+// The kernel slot of a plan's route on weight w (null for Route::Onednn).
+cpu::LinearFn plan_kernel(const LinearPlan& plan, const cpu::PackedLinear& w);
 
-// The packed form a plan reads: w itself, or one of the forms built from it on first use.
-const cpu::PackedLinear& plan_form(const LinearPlan& plan, const cpu::PackedLinear& w);
-
-// "avx512 sparse24 f32 token lanes", "avx512 dense bf16 onednn", "avx512 slid6:8 int8 as dense", ...
+// "avx512 sparse24 f32 token lanes", "avx512 dense bf16 onednn", "avx512 slid6:8 int8 tiles", ...
 std::string plan_name(const cpu::PackedLinear& w, const LinearPlan& plan);
 
 // Bytes of weight (values, indices or masks, int8 scales and sums) one call of the plan streams.
@@ -78,7 +59,7 @@ size_t plan_bytes(const cpu::PackedLinear& w, const LinearPlan& plan);
 // The pool splits a call, and oneDNN (which always starts the whole team) runs one, only when that
 // saves more than starting the workers costs (core/thread_costs.h grain_for).
 double one_thread_seconds(const cpu::PackedLinear& w, int64_t tokens);
-// The same for oneDNN's GEMM of `type` on form w's dense copy (oneDNN's own one-thread rates).
+// The same for oneDNN's GEMM of `type` on w's dense rows (oneDNN's own one-thread rates).
 double onednn_one_thread_seconds(const cpu::PackedLinear& w, int64_t tokens, MatmulType type);
 
 // Tokens up to which a call is bound by the bytes of weight it streams (theoretical_speedup).

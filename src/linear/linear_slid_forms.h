@@ -1,8 +1,9 @@
-// Slid weights on the CPU: which form a call runs and the forms built for it (docs/design.md 5 and 8).
-// A SlideSparse weight exists for 2:4 sparse units; a CPU has none, so nmkit runs the slid 2:4 form
-// only where it is the fastest, for few tokens: for INT8 (`SparseLinear::slid`), and for an nm keep:2N
-// f32/bf16 weight with keep = 2N-2 (which `SparseLinear::nm` packs slid on AVX-512); larger calls run
-// the unslid form, built on first use (the plan, src/linear/linear_plan.cc, says from how many tokens).
+// Slid weights on the CPU (docs/design.md 5 and 8). A SlideSparse weight exists for 2:4 sparse units; a
+// CPU has none, so nmkit runs the slid 2:4 form where it is the fastest, for few tokens: for INT8
+// (`SparseLinear::slid`), and for an nm keep:2N f32/bf16 weight with keep = 2N-2 (which
+// `SparseLinear::nm` packs slid on AVX-512); larger calls decompress row blocks of the slid weight into
+// scratch (decompress_block, src/linear/linear_driver.h) and run the dense GEMM on them with X lifted
+// (the plan, src/linear/linear_plan.cc, says from how many tokens).
 #pragma once
 
 #include <cstdint>
@@ -21,15 +22,6 @@ bool nm_runs_slid(Pattern pattern, IsaTier tier);
 // An nm keep:2N weight (keep = 2N-2) slid onto 2:4 windows and packed as sparse24 over K_prime,
 // with its lifting map; kind Sparse24, `pattern` the nm pattern, K the nm weight's K.
 Result<std::unique_ptr<PackedLinear>> pack_nm_as_slid(const NMPacked& weight);
-
-// The unslid form of a slid weight, built by the first call that asks (thread-safe): INT8 codes
-// folded back onto K and packed dense (the same integer sums, bit for bit), or the nm pack of an nm
-// weight packed slid. A sparse24 INT8 weight's is its codes packed dense (the plan runs it on tiers
-// without INT8 tiles or row lanes). Carries w's tier, bias and bf16-activation choice.
-const PackedLinear& many_tokens_form(const PackedLinear& w);
-
-// Copies the bias of `from` into `to` (set_bias after the many-tokens form was built).
-void copy_bias(const PackedLinear& from, PackedLinear& to);
 
 // Writes the K_x columns of one token for a slid f32/bf16 weight: x lifted through w.lift_source,
 // zero past K_prime.

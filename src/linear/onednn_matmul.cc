@@ -6,7 +6,10 @@
 #include <dnnl.hpp>
 #include <cstddef>
 #include <exception>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <tuple>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,10 +21,6 @@ namespace {
 
 using dt = dnnl::memory::data_type;
 using tag = dnnl::memory::format_tag;
-
-// Tokens of the call for which the weight layout is chosen: the middle of the prefill range the plan
-// sends here (64-512); oneDNN runs any M on the layout it picked.
-constexpr int64_t kLayoutTokens = 256;
 
 const dnnl::engine& engine() {
   static const dnnl::engine cpu((onednn_tier(), dnnl::engine::kind::cpu), 0);
@@ -126,65 +125,47 @@ bool onednn_runs(MatmulType type) {
   return runs[static_cast<size_t>(type)];
 }
 
-struct OnednnMatmul::Impl {
-  MatmulType type = MatmulType::F32;
-  int64_t rows = 0, K = 0, ldx = 0;
-  dnnl::memory weights;
-  struct Prepared {
-    dnnl::matmul primitive;
-    dnnl::memory::desc src, dst, scratchpad;
-  };
-  // One primitive per token count and thread count seen (oneDNN fixes both in a primitive); a layer
-  // sees a handful.
-  mutable std::mutex mutex;
-  mutable std::map<std::pair<int64_t, int>, Prepared> by_tokens;
+namespace {
 
-  // Called with the OpenMP thread count already set to `threads`.
-  Prepared prepared(int64_t M, int threads) const {
-    std::lock_guard<std::mutex> lock(mutex);
-    const std::pair<int64_t, int> key{M, threads};
-    auto it = by_tokens.find(key);
-    if (it != by_tokens.end()) return it->second;
-    if (by_tokens.size() >= 64) by_tokens.clear();  // a caller of many distinct M: bounded memory
-    const auto pd = describe(type, M, rows, K, ldx, weights.get_desc());
-    return by_tokens.emplace(key, Prepared{dnnl::matmul(pd), pd.src_desc(), pd.dst_desc(), pd.scratchpad_desc()})
-        .first->second;
-  }
+struct GemmKey {
+  MatmulType type;
+  int64_t M, n, K, ldx, ldw;
+  int threads;
+  auto tie() const { return std::tie(type, M, n, K, ldx, ldw, threads); }
+  bool operator<(const GemmKey& other) const { return tie() < other.tie(); }
 };
 
-OnednnMatmul::OnednnMatmul(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-OnednnMatmul::~OnednnMatmul() = default;
+struct Prepared {
+  dnnl::matmul primitive;
+  dnnl::memory::desc src, weights, dst, scratchpad;
+};
 
-Result<std::unique_ptr<OnednnMatmul>> OnednnMatmul::make(MatmulType type, int64_t rows, int64_t K, int64_t ldx,
-                                                         const void* weights) {
-  try {
-    auto impl = std::make_unique<Impl>();
-    impl->type = type;
-    impl->rows = rows;
-    impl->K = K;
-    impl->ldx = ldx;
-    const auto pd = describe(type, kLayoutTokens, rows, K, ldx,
-                             dnnl::memory::desc({K, rows}, weight_type(type), tag::any));
-    // The user's W [rows, K] row-major is the K x rows matrix B in layout "ba".
-    const dnnl::memory::desc user_md({K, rows}, weight_type(type), tag::ba);
-    dnnl::memory user(user_md, engine(), const_cast<void*>(weights));
-    impl->weights = dnnl::memory(pd.weights_desc(), engine());
-    dnnl::stream stream(engine());
-    const ThreadCountForCall count(thread_count());
-    dnnl::reorder(user, impl->weights).execute(stream, user, impl->weights);
-    stream.wait();
-    return std::unique_ptr<OnednnMatmul>(new OnednnMatmul(std::move(impl)));
-  } catch (const std::exception& e) {
-    return onednn_error("cannot prepare the weight", e);
-  }
+// A layer sees a handful of token counts, and the panels of a call one or two row counts; a caller
+// of many distinct shapes is bounded by clearing the cache when it fills.
+Prepared prepared(const GemmKey& key) {
+  static std::mutex mutex;
+  static std::map<GemmKey, Prepared> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  if (cache.size() >= 256) cache.clear();
+  // The user's W [n, K] with row stride ldw is the K x n matrix B with strides (1, ldw).
+  const dnnl::memory::desc weights({key.K, key.n}, weight_type(key.type), dnnl::memory::dims{1, key.ldw});
+  const auto pd = describe(key.type, key.M, key.n, key.K, key.ldx, weights);
+  return cache.emplace(key, Prepared{dnnl::matmul(pd), pd.src_desc(), pd.weights_desc(), pd.dst_desc(), pd.scratchpad_desc()})
+      .first->second;
 }
 
-Status OnednnMatmul::run(const void* x, int64_t M, void* y, int threads) const {
+}  // namespace
+
+Status onednn_gemm(MatmulType type, const void* x, int64_t M, int64_t ldx, const void* w, int64_t n, int64_t K,
+                   int64_t ldw, void* y, int threads) {
   try {
     const ThreadCountForCall count(threads);
-    const Impl::Prepared p = impl_->prepared(M, threads);
+    const Prepared p = prepared(GemmKey{type, M, n, K, ldx, ldw, threads});
     thread_local dnnl::stream stream(engine());
     dnnl::memory src(p.src, engine(), const_cast<void*>(x));
+    dnnl::memory weights(p.weights, engine(), const_cast<void*>(w));
     dnnl::memory dst(p.dst, engine(), y);
     // This thread's scratchpad (see describe), grown to the largest a call has needed; 64-byte aligned.
     thread_local std::vector<std::byte> scratch;
@@ -195,7 +176,7 @@ Status OnednnMatmul::run(const void* x, int64_t M, void* y, int threads) const {
     std::align(64, bytes, aligned, space);
     dnnl::memory scratchpad(p.scratchpad, engine(), aligned);
     p.primitive.execute(stream, {{DNNL_ARG_SRC, src},
-                                 {DNNL_ARG_WEIGHTS, impl_->weights},
+                                 {DNNL_ARG_WEIGHTS, weights},
                                  {DNNL_ARG_DST, dst},
                                  {DNNL_ARG_SCRATCHPAD, scratchpad}});
     stream.wait();
@@ -204,7 +185,5 @@ Status OnednnMatmul::run(const void* x, int64_t M, void* y, int threads) const {
     return onednn_error("matmul failed", e);
   }
 }
-
-size_t OnednnMatmul::weight_bytes() const { return impl_->weights.get_desc().get_size(); }
 
 }  // namespace nmkit::linear

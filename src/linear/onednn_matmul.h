@@ -1,8 +1,9 @@
-// oneDNN's matmul on a dense weight held prepacked in oneDNN's own blocked layout: the compute-bound
-// regime (many tokens per call) of every SparseLinear form, where no CPU kernel does better than a
-// register-blocked dense GEMM and oneDNN's brgemm kernels are that GEMM (issue 12; the plan,
-// src/linear/linear_plan.h, says from which M and why). oneDNN (Debian libdnnl) is a required
-// dependency; its headers stay inside onednn_matmul.cc.
+// oneDNN's matmul on dense weights in plain rows: the compute-bound regime (many tokens per call) of
+// every SparseLinear form, where no CPU kernel does better than a register-blocked dense GEMM and
+// oneDNN's brgemm kernels are that GEMM (issue 12; the plan, src/linear/linear_plan.h, says from which
+// M and why). A dense layer's own rows are its input; a sparse layer decompresses panels of rows into
+// scratch for it (src/linear/sparse_linear.cc). oneDNN (Debian libdnnl) is a required dependency; its
+// headers stay inside onednn_matmul.cc.
 //
 // Arithmetic (what the callers' tests hold it to):
 //   F32:  y = sum over K of x * w in f32 (oneDNN's order): within the f32 tolerance of the kernels.
@@ -11,9 +12,6 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
-#include <memory>
-#include <mutex>
 
 #include "nmkit/cpu.h"
 #include "nmkit/status.h"
@@ -33,26 +31,14 @@ IsaTier onednn_tier();
 // AVX-512 BF16 or AMX, for example), and for INT8 runs it exactly (int32 sums: AVX-512 VNNI or AMX).
 bool onednn_runs(MatmulType type);
 
-class OnednnMatmul {
- public:
-  // weights: row-major [rows, K] f32 values (F32), bf16 bits (Bf16) or int8 codes (Int8); copied
-  // and reordered into oneDNN's layout. ldx: elements between rows of the activations of later calls.
-  static Result<std::unique_ptr<OnednnMatmul>> make(MatmulType type, int64_t rows, int64_t K, int64_t ldx,
-                                                    const void* weights);
-  ~OnednnMatmul();
-
-  // y (M, rows), row-major: f32 sums (F32, Bf16) or int32 sums (Int8, written as int32 into y's bytes).
-  // x (M, ldx): f32, bf16 bits or int8 codes. threads: OpenMP threads the GEMM runs on (oneDNN fixes
-  // them when it builds the primitive, so one primitive per (M, threads) is kept). Safe to call from
-  // several threads at once.
-  Status run(const void* x, int64_t M, void* y, int threads) const;
-
-  size_t weight_bytes() const;
-
- private:
-  struct Impl;
-  explicit OnednnMatmul(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
-};
+// y (M, n), contiguous = x (M, K) * W^T, W being n rows of K values at stride ldw elements in plain
+// row-major order ([n, K] with row stride ldw), read where it lies: no copy of it is kept (oneDNN's
+// brgemm copies blocks of it into its scratch as it goes; docs/data.md has what that costs against
+// a prepacked copy). x: f32, bf16 bits or int8 codes, rows ldx elements apart; y: f32 sums (F32,
+// Bf16) or int32 sums (Int8, written as int32 into y's bytes). threads: OpenMP threads the GEMM runs
+// on. Primitives are made once per (type, shape, strides, threads) and kept in a small process-wide
+// cache. Safe to call from several threads at once.
+Status onednn_gemm(MatmulType type, const void* x, int64_t M, int64_t ldx, const void* w, int64_t n, int64_t K,
+                   int64_t ldw, void* y, int threads);
 
 }  // namespace nmkit::linear

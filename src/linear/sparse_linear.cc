@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -44,11 +45,6 @@ Result<SparseLinear> finish(Result<std::unique_ptr<PackedLinear>> packed, const 
 // Tokens per block when M is large: the block's activations (f32) stay within about 1 MiB of L2 while
 // every row block of the weight is applied to them.
 int64_t token_block(int64_t K_x) { return std::max<int64_t>(16, (int64_t{1} << 20) / (K_x * 4)); }
-
-// Tokens per call block on row lanes (at least): the kernel keeps a run of the weight in L2 while
-// all the block's tokens pass over it, so a larger block streams the weight fewer times (bf16
-// 4096x11008 at 256 tokens in token_block's blocks of 23 tokens: 0.71x of oneDNN).
-constexpr int64_t kRowLanesBlock = 512;
 
 // Tokens per block on token lanes: every block streams the whole weight once, so a block of a few
 // tokens on long rows (23 at K = 11008 by token_block) streamed it 22 times for 512 tokens and left
@@ -101,11 +97,41 @@ SparseLinear& SparseLinear::operator=(SparseLinear&&) noexcept = default;
 SparseLinear::~SparseLinear() = default;
 
 Result<SparseLinear> SparseLinear::dense(const TensorView& weight, const LinearOptions& options) {
-  if (!options.int8) return finish(cpu::pack_dense(weight), options);
-  if (weight.shape.size() != 2) return Error("dense weight: expected a 2-D tensor, got " + shape_str(weight.shape));
-  auto q = quantize_weights(weight, QuantType::Int8, "dense weight");
-  if (!q.ok()) return q.error();
-  return finish(cpu::pack_dense_int8(*q), options);
+  if (!options.int8) return finish(cpu::pack_dense({weight}), options);
+  return dense({weight}, nullptr, options);
+}
+
+Result<SparseLinear> SparseLinear::dense(const std::vector<TensorView>& parts, std::shared_ptr<const void> owner,
+                                         const LinearOptions& options) {
+  if (!options.int8) {
+    const bool in_place = !parts.empty() && (parts[0].dtype == DType::F32 || parts[0].dtype == DType::BF16);
+    return finish(in_place ? cpu::pack_dense_in_place(parts, std::move(owner)) : cpu::pack_dense(parts), options);
+  }
+  // INT8: each part quantized per row (so the codes of the stacked weight), codes and scales stacked.
+  std::vector<Quantized> quantized;
+  int64_t rows = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i].shape.size() != 2 || parts[i].cols() != parts[0].cols()) {
+      return Error("dense weight part " + std::to_string(i) + ": shape " + shape_str(parts[i].shape) +
+                   " does not stack with part 0 " + shape_str(parts[0].shape));
+    }
+    auto q = quantize_weights(parts[i], QuantType::Int8, parts.size() == 1 ? "dense weight" : "dense weight part " + std::to_string(i));
+    if (!q.ok()) return q.error();
+    rows += parts[i].rows();
+    quantized.push_back(std::move(*q));
+  }
+  if (quantized.size() == 1) return finish(cpu::pack_dense_int8(quantized[0]), options);
+  if (quantized.empty()) return Error("dense weight: no parts");
+  const int64_t K = parts[0].cols();
+  Quantized stacked{QuantType::Int8, Tensor::empty(DType::I8, {rows, K}), Tensor::empty(DType::F32, {rows})};
+  int64_t row = 0;
+  for (const Quantized& q : quantized) {
+    const int64_t n = q.codes.rows();
+    std::memcpy(stacked.codes.as<int8_t>() + row * K, q.codes.data(), static_cast<size_t>(n * K));
+    std::memcpy(stacked.scales.as<float>() + row, q.scales.data(), static_cast<size_t>(n) * 4);
+    row += n;
+  }
+  return finish(cpu::pack_dense_int8(stacked), options);
 }
 
 Result<SparseLinear> SparseLinear::sparse24(const Sparse24& weight, const LinearOptions& options) {
@@ -117,7 +143,13 @@ Result<SparseLinear> SparseLinear::sparse24(const Sparse24& weight, const Linear
 }
 
 Result<SparseLinear> SparseLinear::nm(const NMPacked& weight, const LinearOptions& options) {
-  if (options.int8) return Error("linear: int8 is offered for dense, sparse24 and slid weights, not nm");
+  if (options.int8) {
+    NMKIT_TRY(validate(weight, "nm weight"));
+    // The values hold every non-zero of a row, so their per-row codes are the dense weight's.
+    auto q = quantize_weights(weight.values.view(), QuantType::Int8, "nm weight");
+    if (!q.ok()) return q.error();
+    return finish(cpu::pack_nm_int8(weight, *q), options);
+  }
   auto tier = choose_tier(options);
   if (!tier.ok()) return tier.error();
   if (cpu::nm_runs_slid(weight.pattern, *tier)) return finish(cpu::pack_nm_as_slid(weight), options);
@@ -151,9 +183,6 @@ Status SparseLinear::set_bias(const TensorView& bias) {
   impl_->packed->bias = cpu::AlignedBytes::zeros(static_cast<size_t>(impl_->packed->rows) * 4);
   convert_to_f32(bias.dtype, bias.data, impl_->packed->bias.as<float>(), static_cast<size_t>(impl_->packed->rows));
   impl_->packed->has_bias = true;
-  // Forms built by an earlier call carry their own copy.
-  if (impl_->packed->many_tokens) cpu::copy_bias(*impl_->packed, *impl_->packed->many_tokens);
-  if (impl_->packed->row_lanes) cpu::copy_bias(*impl_->packed, *impl_->packed->row_lanes);
   return ok_status();
 }
 
@@ -169,20 +198,18 @@ void run_rows(cpu::LinearFn kernel, const cpu::LinearCall& call, int64_t row_blo
   });
 }
 
+// Row block by row block: each decompressed into this thread's tile, then the dense kernel on it.
 void run_tiles(const cpu::LinearKernels& kernels, const cpu::LinearCall& call) {
   const PackedLinear& w = *call.w;
-  const cpu::LinearFn dense = w.dtype == DType::I8 ? kernels.dense_i8 : kernels.dense_f32;
-  const size_t bytes = cpu::tile_bytes(w);
-  const cpu::TileFn nm_tile = w.kind != WeightFormat::NM ? nullptr
-                              : w.dtype == DType::F32 ? kernels.nm_tile_f32
-                                                      : kernels.nm_tile_bf16;
+  const bool int8 = w.dtype == DType::I8;
+  const cpu::LinearFn dense = int8 ? kernels.dense_i8 : kernels.dense_f32;
+  const int64_t width = w.K_x;
+  const size_t bytes = static_cast<size_t>(cpu::kLinearRowBlock * width) * (int8 ? 1 : 4);
   parallel_for(w.row_blocks, grain_for(w.row_blocks, 1, linear::one_thread_seconds(w, call.M)), [&](int64_t begin, int64_t end) {
     thread_local cpu::AlignedBytes tile;
     if (tile.size < bytes) tile = cpu::AlignedBytes::zeros(bytes);
     for (int64_t b = begin; b < end; ++b) {
-      if (nm_tile != nullptr) nm_tile(w, b, tile.as<float>());
-      else if (w.dtype == DType::I8) kernels.sparse24_i8_tile(w, b, tile.as<int8_t>());
-      else cpu::decompress_block(w, b, tile.data.get());
+      cpu::decompress_block(w, b, int8 ? DType::I8 : DType::F32, tile.data.get(), width);
       cpu::LinearCall part = call;
       part.block_begin = b;
       part.block_end = b + 1;
@@ -234,15 +261,14 @@ void apply_packed(const PackedLinear& w, const LinearPlan& plan, const float* x,
   const cpu::LinearFn kernel = linear::plan_kernel(plan, w);
   NMKIT_ASSERT(kernel != nullptr);
   const bool int8 = w.dtype == DType::I8;
-  // Token lanes split by tokens (the plan's lanes_split_tokens) take a block per thread at once; row
-  // lanes walk their own token blocks over L2-sized runs of the weight, so a call block only bounds
-  // the activation buffers.
-  const int64_t rows_block = token_block(int8 ? w.K_x / 4 : w.K_x);
-  const int64_t block = plan.route == Route::RowLanes  ? std::max<int64_t>(kRowLanesBlock, rows_block)
-                        : plan.route != Route::TokenLanes ? rows_block
+  // X as the kernel reads it: lifted to K_prime for a slid weight, rows of ldx values, zero past them.
+  const bool lift = w.slide.has_value();
+  const int64_t ldx = w.K_x;
+  // Token lanes split by tokens (the plan's lanes_split_tokens) take a block per thread at once.
+  const int64_t block = plan.route != Route::TokenLanes ? token_block(int8 ? ldx / 4 : ldx)
                         : plan.lanes_split_tokens      ? token_lane_block(w.K_x) * thread_count()
                                                        : token_lane_block(w.K_x);
-  // Activations padded with zeros to K_x (quantized, and lifted for a slid weight, for int8), one
+  // Activations padded with zeros to ldx (quantized, and lifted for a slid weight, for int8), one
   // token block at a time, in buffers reused across calls.
   thread_local std::vector<float> padded;
   thread_local std::vector<int8_t> codes;
@@ -252,14 +278,14 @@ void apply_packed(const PackedLinear& w, const LinearPlan& plan, const float* x,
   const cpu::LinearKernels& table = cpu::kernels_for(w.tier).linear;
   const cpu::ActivationKernels& passes = cpu::kernels_for(w.tier).activation;
   const bool bf16_pairs = w.bf16_x && w.dtype == DType::BF16;
-  const bool wants_bf16 = plan.route == Route::Bf16Pairs || (bf16_pairs && (plan.route == Route::Slabs || plan.route == Route::RowLanes));
+  const bool wants_bf16 = plan.route == Route::Bf16Pairs || (bf16_pairs && plan.route == Route::Slabs);
   const int64_t first = std::min(block, M);
   // Token lanes transpose the caller's X straight into X^T (zero past K) when nothing (a lift, bf16
   // rounding) has to change it first: the padded copy was a second pass over X.
-  const bool direct_lanes = plan.route == Route::TokenLanes && w.lift_source.empty() && !w.bf16_x;
+  const bool direct_lanes = plan.route == Route::TokenLanes && !lift && !w.bf16_x;
   // The bf16-activation kernels read only X's bf16 bits (call.x_bf16): without a lift those come
   // straight from X, with no rounded f32 copy written and read in between.
-  const bool bits_only = wants_bf16 && w.lift_source.empty();
+  const bool bits_only = wants_bf16 && !lift;
   // X is checked for NaN and infinity (docs/design.md 8.4) by the pass that converts it for the kernel
   // where there is one (the quantizer, the bf16 bits) and the call is a single token block, so that
   // an error still comes before any row of Y is written; otherwise by a scan first. The scan runs on
@@ -271,12 +297,12 @@ void apply_packed(const PackedLinear& w, const LinearPlan& plan, const float* x,
     if (!status.ok()) return;
   }
   if (int8) {
-    codes.resize(static_cast<size_t>(first * w.K_x));
+    codes.resize(static_cast<size_t>(first * ldx));
     scales.resize(static_cast<size_t>(first));
   } else if (!direct_lanes && !bits_only) {
-    padded.resize(static_cast<size_t>(first * w.K_x));
+    padded.resize(static_cast<size_t>(first * ldx));
   }
-  const int64_t cols = w.slide ? w.slide->K_prime() : w.K;  // columns the activation producer writes
+  const int64_t cols = lift ? w.slide->K_prime() : w.K;  // columns the activation producer writes
   for (int64_t m0 = 0; m0 < M; m0 += block) {
     const int64_t count = std::min(block, M - m0);
     cpu::LinearCall call;
@@ -285,40 +311,39 @@ void apply_packed(const PackedLinear& w, const LinearPlan& plan, const float* x,
     call.y = y + m0 * w.rows;
     call.ldy = w.rows;
     if (int8) {
-      status = quantize_x(x + m0 * w.K, count, w.K, w.slide ? &*w.slide : nullptr, codes.data(), w.K_x,
-                          scales.data(), m0);
+      status = quantize_x(x + m0 * w.K, count, w.K, lift ? &*w.slide : nullptr, codes.data(), ldx, scales.data(), m0);
       if (!status.ok()) return;
-      for (int64_t m = 0; m < count; ++m) std::memset(codes.data() + m * w.K_x + cols, 0, static_cast<size_t>(w.K_x - cols));
+      for (int64_t m = 0; m < count; ++m) std::memset(codes.data() + m * ldx + cols, 0, static_cast<size_t>(ldx - cols));
       call.x = codes.data();
       call.x_scale = scales.data();
     } else if (!direct_lanes) {
-      if (wants_bf16) x_bf16.resize(static_cast<size_t>(count * w.K_x));
+      if (wants_bf16) x_bf16.resize(static_cast<size_t>(count * ldx));
       // Token by token across the pool when that pays (serial, the copy and bf16 conversion of a
       // 576x576 layer's 256 tokens were 11% of a row-lane call, perf, with the other thread
       // waiting); the buffers are this thread's (thread_local), so the workers get their addresses.
       float* const padded_x = bits_only ? nullptr : padded.data();
       uint16_t* const bits = wants_bf16 ? x_bf16.data() : nullptr;
       const double bytes_per_value = bits_only ? 6.0 : w.bf16_x ? 14.0 : 8.0;
-      const double seconds = static_cast<double>(count * w.K_x) * bytes_per_value / kOneCoreCopyBytesPerSecond;
+      const double seconds = static_cast<double>(count * ldx) * bytes_per_value / kOneCoreCopyBytesPerSecond;
       std::atomic<bool> finite{true};
       parallel_for(count, grain_for(count, 1, seconds), [&](int64_t begin, int64_t end) {
         for (int64_t m = begin; m < end; ++m) {
           if (bits_only) {
-            uint16_t* row = bits + m * w.K_x;
+            uint16_t* row = bits + m * ldx;
             if (!passes.to_bf16(x + (m0 + m) * w.K, static_cast<size_t>(w.K), nullptr, row)) {
               finite.store(false, std::memory_order_relaxed);
             }
-            std::memset(row + w.K, 0, static_cast<size_t>(w.K_x - w.K) * 2);
+            std::memset(row + w.K, 0, static_cast<size_t>(ldx - w.K) * 2);
             continue;
           }
-          float* dst = padded_x + m * w.K_x;
-          if (!w.lift_source.empty()) {
+          float* dst = padded_x + m * ldx;
+          if (lift) {
             cpu::lift_token(w, x + (m0 + m) * w.K, dst);
           } else {
             std::memcpy(dst, x + (m0 + m) * w.K, static_cast<size_t>(w.K) * 4);
-            std::memset(dst + w.K, 0, static_cast<size_t>(w.K_x - w.K) * 4);
+            std::memset(dst + w.K, 0, static_cast<size_t>(ldx - w.K) * 4);
           }
-          if (w.bf16_x) passes.to_bf16(dst, static_cast<size_t>(w.K_x), dst, bits != nullptr ? bits + m * w.K_x : nullptr);
+          if (w.bf16_x) passes.to_bf16(dst, static_cast<size_t>(ldx), dst, bits != nullptr ? bits + m * ldx : nullptr);
         }
       });
       if (!finite.load(std::memory_order_relaxed)) {
@@ -377,68 +402,157 @@ void apply_packed(const PackedLinear& w, const LinearPlan& plan, const float* x,
   }
 }
 
-// The oneDNN form: the plan's source form decompressed row-major ([rows, K] f32 values, bf16 bits or
-// int8 codes) and handed to oneDNN, which reorders it into its prepacked layout.
-Result<std::unique_ptr<linear::OnednnMatmul>> build_matmul(const PackedLinear& source, linear::MatmulType type) {
-  const int64_t rows = source.rows, K = source.K;
-  const bool int8 = source.dtype == DType::I8;
-  const int64_t chunk = int8 ? cpu::kLinearChunkInt8 : cpu::kLinearChunk;
-  const size_t size = type == linear::MatmulType::F32 ? 4 : type == linear::MatmulType::Bf16 ? 2 : 1;
-  std::vector<std::byte> dense(static_cast<size_t>(rows * K) * size);
-  parallel_for(source.row_blocks, 1, [&](int64_t begin, int64_t end) {
-    std::vector<std::byte> tile(cpu::tile_bytes(source));
-    for (int64_t b = begin; b < end; ++b) {
-      if (source.kind == WeightFormat::Dense && source.dtype != DType::BF16) {  // already the tile layout
-        std::memcpy(tile.data(), source.values.data.get() + static_cast<size_t>(b) * tile.size(), tile.size());
-      } else {
-        cpu::decompress_block(source, b, tile.data());
+// The oneDNN route's panels: rows [row0, row0 + rows) of the weight as dense rows in the GEMM's type,
+// either where they lie (a dense weight in that type, data set) or decompressed into scratch per call
+// (data null). A panel holds about kPanelBytes of rows, so that it is written and read back while in
+// a core's L2 (or stays there as the GEMM's operand), and a call has at least one per thread.
+struct Panel {
+  int64_t row0 = 0, rows = 0;
+  const std::byte* data = nullptr;
+  int64_t ld = 0;
+};
+constexpr size_t kPanelBytes = size_t{1} << 20;
+// Tokens per GEMM of a panel: bounds its output buffer (kPanelTokens x panel rows of f32).
+constexpr int64_t kPanelTokens = 512;
+
+size_t matmul_size(linear::MatmulType type) {
+  return type == linear::MatmulType::F32 ? 4 : type == linear::MatmulType::Bf16 ? 2 : 1;
+}
+
+std::vector<Panel> panels_of(const PackedLinear& w, linear::MatmulType type, int threads) {
+  const auto size = static_cast<int64_t>(matmul_size(type));
+  const int64_t by_bytes = std::max<int64_t>(16, static_cast<int64_t>(kPanelBytes) / (w.K_x * size) / 16 * 16);
+  const int64_t per_thread = ((w.rows + threads - 1) / threads + 15) / 16 * 16;
+  const int64_t P = std::min(by_bytes, per_thread);
+  std::vector<Panel> out;
+  const bool in_place = w.kind == WeightFormat::Dense && static_cast<int64_t>(dtype_size(w.dtype)) == size;
+  if (in_place) {  // within each part, so that a panel's rows are evenly spaced
+    int64_t row0 = 0;
+    for (const cpu::RowPart& part : w.parts) {
+      for (int64_t r = 0; r < part.rows; r += P) {
+        const int64_t n = std::min(P, part.rows - r);
+        out.push_back({row0 + r, n, part.data + static_cast<size_t>(r * part.ld * size), part.ld});
       }
-      for (int r = 0; r < cpu::kLinearRowBlock && b * cpu::kLinearRowBlock + r < rows; ++r) {
-        const int64_t row = b * cpu::kLinearRowBlock + r;
-        for (int64_t c = 0; c * chunk < K; ++c) {
-          const int64_t n = std::min(chunk, K - c * chunk);
-          const size_t from = static_cast<size_t>(int8 ? cpu::int8_chunk_offset(source.K_x, c, r)
-                                                      : (c * cpu::kLinearRowBlock + r) * chunk);
-          std::byte* to = dense.data() + static_cast<size_t>(row * K + c * chunk) * size;
-          if (int8) {
-            std::memcpy(to, tile.data() + from, static_cast<size_t>(n));
-          } else if (type == linear::MatmulType::F32) {
-            std::memcpy(to, tile.data() + from * 4, static_cast<size_t>(n) * 4);
-          } else {  // bf16 values widened exactly in the tile: their high halves
-            for (int64_t j = 0; j < n; ++j) {
-              uint32_t bits;
-              std::memcpy(&bits, tile.data() + (from + static_cast<size_t>(j)) * 4, 4);
-              const auto high = static_cast<uint16_t>(bits >> 16);
-              std::memcpy(to + j * 2, &high, 2);
-            }
-          }
+      row0 += part.rows;
+    }
+    return out;
+  }
+  for (int64_t r = 0; r < w.rows; r += P) out.push_back({r, std::min(P, w.rows - r), nullptr, 0});
+  return out;
+}
+
+// Y[:, panel rows] from one GEMM per token block on the panel's rows, then the epilogue (as
+// apply_onednn's), on the calling thread: the panel's rows decompressed into this thread's scratch
+// first where they are not dense in the GEMM's type. input: X in the GEMM's type, rows K apart.
+Status run_panel(const PackedLinear& w, const LinearPlan& plan, const Panel& panel, const void* input, int64_t K,
+                 const float* x_scale, int64_t M, float* y) {
+  const size_t size = matmul_size(plan.matmul);
+  const int64_t width = w.K_x;
+  thread_local cpu::AlignedBytes rows;
+  thread_local cpu::AlignedBytes out;
+  const std::byte* data = panel.data;
+  int64_t ld = panel.ld;
+  if (data == nullptr) {
+    const size_t bytes = static_cast<size_t>((panel.rows + cpu::kLinearRowBlock) * width) * size;
+    if (rows.size < bytes) rows = cpu::AlignedBytes::zeros(bytes);
+    const DType out_type = plan.matmul == linear::MatmulType::F32    ? DType::F32
+                           : plan.matmul == linear::MatmulType::Bf16 ? DType::BF16
+                                                                     : DType::I8;
+    const int64_t b0 = panel.row0 / cpu::kLinearRowBlock;
+    const int64_t b1 = (panel.row0 + panel.rows + cpu::kLinearRowBlock - 1) / cpu::kLinearRowBlock;
+    for (int64_t b = b0; b < b1; ++b) {
+      cpu::decompress_block(w, b, out_type, rows.data.get() + static_cast<size_t>((b - b0) * cpu::kLinearRowBlock * width) * size,
+                            width);
+    }
+    data = rows.data.get();
+    ld = width;
+  }
+  const int64_t tokens = std::min(M, kPanelTokens);
+  if (out.size < static_cast<size_t>(tokens * panel.rows) * 4) out = cpu::AlignedBytes::zeros(static_cast<size_t>(tokens * panel.rows) * 4);
+  const float* bias = w.has_bias ? w.bias.as<float>() + panel.row0 : nullptr;
+  const float* w_scale = plan.matmul == linear::MatmulType::Int8 ? w.row_scale.as<float>() + panel.row0 : nullptr;
+  const auto* x = static_cast<const std::byte*>(input);
+  for (int64_t m0 = 0; m0 < M; m0 += tokens) {
+    const int64_t count = std::min(tokens, M - m0);
+    NMKIT_TRY(linear::onednn_gemm(plan.matmul, x + static_cast<size_t>(m0 * K) * size, count, K, data, panel.rows, K, ld,
+                                  out.data.get(), 1));
+    for (int64_t m = 0; m < count; ++m) {
+      float* dst = y + (m0 + m) * w.rows + panel.row0;
+      if (w_scale != nullptr) {
+        const int32_t* acc = out.as<int32_t>() + m * panel.rows;
+        const float xs = x_scale[m0 + m];
+        for (int64_t r = 0; r < panel.rows; ++r) {
+          float value = (xs * w_scale[r]) * static_cast<float>(acc[r]);
+          if (bias != nullptr) value += bias[r];
+          dst[r] = value;
         }
+      } else {
+        const float* sums = out.as<float>() + m * panel.rows;
+        for (int64_t r = 0; r < panel.rows; ++r) dst[r] = bias != nullptr ? sums[r] + bias[r] : sums[r];
       }
     }
-  });
-  return linear::OnednnMatmul::make(type, rows, K, K, dense.data());
+  }
+  return ok_status();
+}
+
+// The epilogue of a whole-weight GEMM, in place on Y: the INT8 scales (Y holds int32 sums) and the bias.
+void epilogue(const PackedLinear& w, linear::MatmulType type, const float* x_scale, int64_t M, float* y) {
+  const int64_t rows = w.rows;
+  const float* bias = w.has_bias ? w.bias.as<float>() : nullptr;
+  // The epilogue reads and writes Y once: M * rows floats each way.
+  const double seconds = static_cast<double>(M * rows) * 8.0 / kOneCoreCopyBytesPerSecond;
+  if (type == linear::MatmulType::Int8) {
+    const float* w_scale = w.row_scale.as<float>();
+    parallel_for(M, grain_for(M, 1, seconds), [&](int64_t begin, int64_t end) {
+      for (int64_t m = begin; m < end; ++m) {
+        float* out = y + m * rows;
+        for (int64_t r = 0; r < rows; ++r) {
+          int32_t acc;
+          std::memcpy(&acc, out + r, 4);
+          float value = (x_scale[m] * w_scale[r]) * static_cast<float>(acc);
+          if (bias != nullptr) value += bias[r];
+          out[r] = value;
+        }
+      }
+    });
+  } else if (bias != nullptr) {
+    parallel_for(M, grain_for(M, 1, seconds), [&](int64_t begin, int64_t end) {
+      for (int64_t m = begin; m < end; ++m) {
+        for (int64_t r = 0; r < rows; ++r) y[m * rows + r] += bias[r];
+      }
+    });
+  }
+}
+
+// Whether a call runs one GEMM on the whole weight (oneDNN's threads) instead of panels: a dense
+// weight of one part already in the GEMM's type.
+bool whole_gemm(const PackedLinear& w, const std::vector<Panel>& panels) {
+  return w.kind == WeightFormat::Dense && w.parts.size() == 1 && !panels.empty() && panels[0].data != nullptr;
 }
 
 // One call through oneDNN: activations in the matmul's type (f32 as given, rounded to bf16, or
 // quantized per token), the GEMM, then the epilogue: bias, and for int8 the scales, as the kernels
 // apply them (cpu/linear_common.h int8_output, store_output), so Y is bit for bit theirs for int8.
 // x_bits: X already in bf16 (checked finite by the caller) for a bf16 GEMM, used as it is; else null.
-Status apply_onednn(const LinearLayer& layer, const PackedLinear& source, const LinearPlan& plan, const float* x,
-                    const uint16_t* x_bits, int64_t M, float* y) {
-  std::call_once(layer.matmul_once, [&] {
-    auto built = build_matmul(source, plan.matmul);
-    if (built.ok()) layer.matmul = std::move(*built);
-    else layer.matmul_error = built.error();
-  });
-  if (layer.matmul_error) return *layer.matmul_error;
-  const PackedLinear& w = *layer.packed;
-  const int64_t K = w.K, rows = w.rows;
+Status apply_onednn(const PackedLinear& w, const LinearPlan& plan, const float* x, const uint16_t* x_bits, int64_t M,
+                    float* y) {
+  // A slid weight's rows (K_prime wide, zero to K_x) meet X lifted to them: the GEMM's inner
+  // dimension is K_x then, and X's row stride.
+  const int64_t K = w.slide ? w.K_x : w.K, rows = w.rows;
   const size_t n = static_cast<size_t>(M * K);
   thread_local std::vector<float> rounded;
   thread_local std::vector<uint16_t> bits;
   thread_local std::vector<int8_t> codes;
   thread_local std::vector<float> scales;
+  thread_local std::vector<float> lifted;
   const cpu::ActivationKernels& passes = cpu::kernels_for(w.tier).activation;
+  if (w.slide && plan.matmul != linear::MatmulType::Int8) {  // (INT8 lifts while quantizing)
+    NMKIT_ASSERT(x_bits == nullptr);
+    NMKIT_TRY(check_finite(passes, x, M, w.K));
+    lifted.resize(n);
+    for (int64_t m = 0; m < M; ++m) cpu::lift_token(w, x + m * w.K, lifted.data() + m * K);
+    x = lifted.data();
+  }
   // X is checked for NaN and infinity by the pass that converts it for the GEMM, where there is one
   // (the quantizer, the bf16 conversion): one read of X instead of two.
   const void* input = x;
@@ -448,7 +562,11 @@ Status apply_onednn(const LinearLayer& layer, const PackedLinear& source, const 
   } else if (plan.matmul == linear::MatmulType::Int8) {
     codes.resize(n);
     scales.resize(static_cast<size_t>(M));
-    NMKIT_TRY(quantize_x(x, M, K, nullptr, codes.data(), K, scales.data(), 0));
+    NMKIT_TRY(quantize_x(x, M, w.K, w.slide ? &*w.slide : nullptr, codes.data(), K, scales.data(), 0));
+    if (w.slide) {
+      const int64_t cols = w.slide->K_prime();
+      for (int64_t m = 0; m < M; ++m) std::memset(codes.data() + m * K + cols, 0, static_cast<size_t>(K - cols));
+    }
     input = codes.data();
   } else if (plan.matmul == linear::MatmulType::Bf16 || w.bf16_x) {
     // X's bf16 bits straight from X (one read and a half-size write; with a rounded f32 copy in between
@@ -470,36 +588,33 @@ Status apply_onednn(const LinearLayer& layer, const PackedLinear& source, const 
     });
     if (!finite.load(std::memory_order_relaxed)) return non_finite_error(x, M, K);
     input = bits_out ? static_cast<const void*>(out_bits) : out_rounded;
-  } else {
+  } else if (!w.slide) {  // (a lifted X was checked before lifting)
     NMKIT_TRY(check_finite(passes, x, M, K));
   }
-  NMKIT_TRY(layer.matmul->run(input, M, y, plan.onednn_threads));
-  const float* bias = w.has_bias ? w.bias.as<float>() : nullptr;
-  // The epilogue reads and writes Y once: M * rows floats each way.
-  const double epilogue_seconds = static_cast<double>(M * rows) * 8.0 / kOneCoreCopyBytesPerSecond;
-  if (plan.matmul == linear::MatmulType::Int8) {
-    const float* w_scale = source.row_scale.as<float>();
-    const float* x_scale = scales.data();
-    parallel_for(M, grain_for(M, 1, epilogue_seconds), [&](int64_t begin, int64_t end) {
-      for (int64_t m = begin; m < end; ++m) {
-        float* out = y + m * rows;
-        for (int64_t r = 0; r < rows; ++r) {
-          int32_t acc;
-          std::memcpy(&acc, out + r, 4);
-          float value = (x_scale[m] * w_scale[r]) * static_cast<float>(acc);
-          if (bias != nullptr) value += bias[r];
-          out[r] = value;
-        }
-      }
-    });
-  } else if (bias != nullptr) {
-    parallel_for(M, grain_for(M, 1, epilogue_seconds), [&](int64_t begin, int64_t end) {
-      for (int64_t m = begin; m < end; ++m) {
-        for (int64_t r = 0; r < rows; ++r) y[m * rows + r] += bias[r];
-      }
-    });
+  const std::vector<Panel> panels = panels_of(w, plan.matmul, plan.onednn_threads);
+  if (whole_gemm(w, panels)) {
+    // A dense weight of one part: one GEMM on all its rows over oneDNN's threads, then the epilogue.
+    NMKIT_TRY(linear::onednn_gemm(plan.matmul, input, M, K, w.parts[0].data, rows, K, w.parts[0].ld, y, plan.onednn_threads));
+    epilogue(w, plan.matmul, scales.data(), M, y);
+    return ok_status();
   }
-  return ok_status();
+  // Panel by panel across the pool (each thread's GEMMs on one thread: no nested team). The scales
+  // are this thread's (thread_local): the workers get their address.
+  const float* const x_scale = scales.data();
+  std::mutex failed_mutex;
+  Status failed = ok_status();
+  const auto count = static_cast<int64_t>(panels.size());
+  parallel_for(count, plan.onednn_threads > 1 ? 1 : count, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      Status done = run_panel(w, plan, panels[static_cast<size_t>(i)], input, K, x_scale, M, y);
+      if (!done.ok()) {
+        std::lock_guard<std::mutex> lock(failed_mutex);
+        if (failed.ok()) failed = done;
+        return;
+      }
+    }
+  });
+  return failed;
 }
 
 }  // namespace
@@ -510,10 +625,9 @@ Status SparseLinear::apply(const float* x, int64_t M, float* y) const {
   const PackedLinear& w = *impl_->packed;
   const LinearPlan plan = linear::plan_for(*impl_, M);
   // Both routes check X for NaN and infinity themselves, in their conversion pass where they can.
-  const PackedLinear& form = linear::plan_form(plan, w);
-  if (plan.route == Route::Onednn) return apply_onednn(*impl_, form, plan, x, nullptr, M, y);
+  if (plan.route == Route::Onednn) return apply_onednn(w, plan, x, nullptr, M, y);
   Status status = ok_status();
-  apply_packed(form, plan, x, M, y, status);
+  apply_packed(w, plan, x, M, y, status);
   return status;
 }
 
@@ -531,7 +645,7 @@ Status SparseLinear::apply(const TensorView& x, float* y) const {
     // bf16 X for a bf16 GEMM goes to it as it is: widening it and rounding it back (what the f32
     // entry point does) gives the same bits, at the cost of two passes over X.
     const LinearPlan plan = linear::plan_for(*impl_, M);
-    if (plan.route == Route::Onednn && plan.matmul == linear::MatmulType::Bf16) {
+    if (plan.route == Route::Onednn && plan.matmul == linear::MatmulType::Bf16 && !w.slide) {
       const auto* bits = reinterpret_cast<const uint16_t*>(x.data);
       if (!cpu::kernels_for(w.tier).activation.all_finite_bf16(bits, n)) {
         std::vector<float> row(static_cast<size_t>(w.K));
@@ -540,8 +654,7 @@ Status SparseLinear::apply(const TensorView& x, float* y) const {
           NMKIT_TRY(non_finite_error(row.data(), 1, w.K, m));
         }
       }
-      const PackedLinear& form = linear::plan_form(plan, w);
-      return apply_onednn(*impl_, form, plan, nullptr, bits, M, y);
+      return apply_onednn(w, plan, nullptr, bits, M, y);
     }
   }
   thread_local std::vector<float> widened;
@@ -616,6 +729,20 @@ double SparseLinear::mac_ratio() const {
     case WeightFormat::NM: return static_cast<double>(w.pattern.group) / w.pattern.keep;
   }
   return 1.0;
+}
+
+size_t SparseLinear::borrowed_bytes() const {
+  const PackedLinear& w = *impl_->packed;
+  if (w.kind != WeightFormat::Dense || w.values.data != nullptr) return 0;
+  size_t bytes = 0;
+  for (const cpu::RowPart& part : w.parts) bytes += static_cast<size_t>(part.rows * part.ld) * dtype_size(w.dtype);
+  return bytes;
+}
+
+size_t SparseLinear::resident_bytes() const {
+  const PackedLinear& w = *impl_->packed;
+  return w.values.size + w.meta.size + w.row_scale.size + w.row_sum.size + w.bias.size +
+         w.lift_source.size() * sizeof(int32_t) + borrowed_bytes();
 }
 
 double SparseLinear::theoretical_speedup(int64_t M) const {

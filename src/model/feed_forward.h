@@ -1,5 +1,6 @@
-// The feed-forward half of a llama block (docs/design.md 11.2): x += Wdown . (silu(Wgate . u) *
-// (Wup . u)) with u = rmsnorm(x) * ffn_norm.
+// The feed-forward half of a block (docs/design.md 11.2 and 11.8): x += post(Wdown . (act(Wgate . u) *
+// (Wup . u))) with u = rmsnorm(x) * ffn_norm, act the family's (SiLU or GELU-tanh), post its norm of
+// the output (Gemma 3) or none.
 #pragma once
 
 #include <cstdint>

@@ -20,6 +20,7 @@ void Scratch::reserve(const LlamaParams& p, int64_t n) {
   grow(gate_up, 2 * p.n_ff);
   grow(act, p.n_ff);
   grow(cos_sin, hd);
+  grow(cos_sin_local, p.sliding_window > 0 ? hd : 0);
   capacity = n;
 }
 

@@ -15,7 +15,7 @@ namespace nmkit::model {
 // decode loop allocates nothing.
 struct Scratch {
   int64_t capacity = 0;
-  std::vector<float> x, xn, qkv, att, tmp, gate_up, act, cos_sin;
+  std::vector<float> x, xn, qkv, att, tmp, gate_up, act, cos_sin, cos_sin_local;
 
   void reserve(const LlamaParams& p, int64_t n);
 };

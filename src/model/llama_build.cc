@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/system_memory.h"
+#include "model/family.h"
 #include "model/llama_impl.h"
 #include "nmkit/format.h"
 #include "nmkit/slide.h"
@@ -24,11 +25,15 @@ Status LlamaParams::validate() const {
   auto bad = [](const char* what, int64_t v) {
     return Error("llama: " + std::string(what) + " = " + std::to_string(v) + " is not supported");
   };
+  if (model::find_family(arch) == nullptr) {
+    return Error("model: architecture '" + arch + "' is not supported (supported: " + model::family_list() + ")");
+  }
   if (n_vocab < 1) return bad("n_vocab", n_vocab);
   if (n_embd < 1) return bad("n_embd", n_embd);
   if (n_layer < 1) return bad("n_layer", n_layer);
-  if (n_head < 1 || n_embd % n_head != 0) return bad("n_head (must divide n_embd)", n_head);
-  if (head_dim() % 2 != 0) return bad("head size (must be even for rope)", head_dim());
+  if (n_head < 1 || (n_embd_head == 0 && n_embd % n_head != 0)) return bad("n_head (must divide n_embd)", n_head);
+  if (n_embd_head < 0) return bad("head size", n_embd_head);
+  if (head_dim() < 2 || head_dim() % 2 != 0) return bad("head size (must be even for rope)", head_dim());
   if (n_head_kv < 1 || n_head % n_head_kv != 0) return bad("n_head_kv (must divide n_head)", n_head_kv);
   if (n_ff < 1) return bad("n_ff", n_ff);
   if (n_ctx_train < 1) return bad("n_ctx_train", n_ctx_train);
@@ -39,6 +44,32 @@ Status LlamaParams::validate() const {
   }
   if (!(rope_base > 0.0f) || !std::isfinite(rope_base)) {
     return Error("llama: rope_base = " + std::to_string(rope_base) + " is not a positive finite number");
+  }
+  if (!(rope_scale > 0.0f) || !std::isfinite(rope_scale)) return Error("llama: rope_scale = " + std::to_string(rope_scale) + " is not positive");
+  if (!(query_scale >= 0.0f)) return Error("llama: query_scale = " + std::to_string(query_scale) + " is negative");
+  if (!rope_factors.empty() && rope_factors.size() != static_cast<size_t>(head_dim() / 2)) {
+    return Error("llama: rope_freqs.weight has " + std::to_string(rope_factors.size()) + " factors, head size " +
+                 std::to_string(head_dim()) + " needs " + std::to_string(head_dim() / 2));
+  }
+  for (size_t i = 0; i < rope_factors.size(); ++i) {
+    if (!(rope_factors[i] > 0.0f) || !std::isfinite(rope_factors[i])) {
+      return Error("llama: rope_freqs.weight[" + std::to_string(i) + "] = " + std::to_string(rope_factors[i]) +
+                   " is not a positive factor");
+    }
+  }
+  if (sliding_window < 0) return bad("sliding_window", sliding_window);
+  if (sliding_window > 0) {
+    if (sliding_window > n_ctx_train) {
+      return Error("llama: sliding_window = " + std::to_string(sliding_window) + " is larger than the context of " +
+                   std::to_string(n_ctx_train));
+    }
+    if (local_layers.size() != static_cast<size_t>(n_layer)) {
+      return Error("llama: " + std::to_string(local_layers.size()) + " local-layer flags for " + std::to_string(n_layer) +
+                   " layers");
+    }
+    if (!(rope_base_local > 0.0f) || !std::isfinite(rope_base_local)) {
+      return Error("llama: rope_base_local = " + std::to_string(rope_base_local) + " is not positive");
+    }
   }
   return ok_status();
 }
@@ -89,9 +120,6 @@ Status check_format(DType weights, LinearFormat format, const std::optional<Patt
   if (format == LinearFormat::Sparse24 && !(*pattern == Pattern{2, 4})) {
     return Error(ErrorCode::InvalidArgument, "model: format sparse24 needs pattern 2:4, not " + pattern->str());
   }
-  if (format == LinearFormat::NM && weights == DType::I8) {
-    return Error(ErrorCode::InvalidArgument, "model: format nm runs f32 or bf16 weights, not int8 (use slid or sparse24)");
-  }
   if (format == LinearFormat::NM && pattern->group > 16) {
     return Error(ErrorCode::InvalidArgument, "model: format nm supports groups up to 16, not " + pattern->str());
   }
@@ -117,19 +145,23 @@ Tensor convert_rows(const TensorView& w, DType dtype) {
   return out;
 }
 
+LinearOptions linear_options(DType weights, LinearFormat format) {
+  LinearOptions lo;
+  lo.int8 = weights == DType::I8;
+  // bf16 weights take bf16 activations (each linear's input rounded to nearest even, as llama.cpp's
+  // BF16 type does): oneDNN then runs its AVX512-BF16 GEMM (bf16 x bf16 -> f32) instead of an f32 GEMM
+  // on a widened copy, and the small-M kernels use vdpbf16ps (docs/data.md).
+  lo.bf16_activations = weights == DType::BF16 && format != LinearFormat::Slid;
+  return lo;
+}
+
 // Packs a dense(-masked) weight [rows, K] in F32, F16 or BF16 as `format` in the `weights` dtype.
 // f32 and bf16 forms convert the values (exactly, or rounded to nearest even for bf16); int8 forms
 // quantize the values as they are (docs/design.md 6), so a BF16 file's weights are never widened.
 Result<SparseLinear> pack_linear(const TensorView& w, DType weights, LinearFormat format,
                                  const std::optional<Pattern>& pattern, const std::string& name) {
   NMKIT_TRY(check_format(weights, format, pattern));
-  LinearOptions lo;
-  lo.int8 = weights == DType::I8;
-  // bf16 weights take bf16 activations (each linear's input rounded to nearest even, as llama.cpp's
-  // BF16 type does): oneDNN then runs its AVX512-BF16 GEMM (bf16 x bf16 -> f32) instead of an f32 GEMM
-  // on a widened copy, and the small-M kernels use vdpbf16ps. bench linear, SmolLM2 1536x576, M=512, 1
-  // thread (loaded machine): 2:4 bf16 on oneDNN 17.1 ms with f32 activations, 11.1 ms with bf16 ones.
-  lo.bf16_activations = weights == DType::BF16 && format != LinearFormat::Slid;
+  LinearOptions lo = linear_options(weights, format);
   const DType form = weights == DType::I8 || format == LinearFormat::Slid
                          ? (w.dtype == DType::F16 ? DType::F32 : w.dtype)
                          : weights;
@@ -230,6 +262,23 @@ Result<Tensor> load_checked(const TensorLoader& load, const std::string& name, c
 
 }  // namespace
 
+Tensor* Block::vector(std::string_view gguf) {
+  static constexpr std::pair<const char*, Tensor Block::*> kMembers[] = {
+      {"attn_norm.weight", &Block::attn_norm},
+      {"ffn_norm.weight", &Block::ffn_norm},
+      {"attn_q_norm.weight", &Block::attn_q_norm},
+      {"attn_k_norm.weight", &Block::attn_k_norm},
+      {"post_attention_norm.weight", &Block::attn_post_norm},
+      {"post_ffw_norm.weight", &Block::ffn_post_norm},
+      {"attn_q.bias", &Block::q_bias},
+      {"attn_k.bias", &Block::k_bias},
+      {"attn_v.bias", &Block::v_bias}};
+  for (const auto& [name, member] : kMembers) {
+    if (gguf == name) return &(this->*member);
+  }
+  return nullptr;
+}
+
 Shape linear_shape(const LlamaParams& p, int i) {
   const int64_t d = p.n_embd, hd = p.head_dim();
   const Shape shapes[7] = {{p.n_head * hd, d}, {p.n_head_kv * hd, d}, {p.n_head_kv * hd, d}, {d, p.n_head * hd},
@@ -238,13 +287,27 @@ Shape linear_shape(const LlamaParams& p, int i) {
 }
 
 Status Block::pack_group(int g, const ModelOptions& o, int64_t b, const std::vector<TensorView>& weights,
-                         LinearFormat format, const std::optional<Pattern>& pattern) {
+                         LinearFormat format, const std::optional<Pattern>& pattern,
+                         const std::shared_ptr<const void>& owner) {
   std::vector<TensorView> parts;
   bool same_dtype = true;
   for (int i = 0; i < 7; ++i) {
     if (kLinearGroup[i] != g) continue;
     parts.push_back(weights[static_cast<size_t>(i)]);
     same_dtype &= parts.back().dtype == parts.front().dtype;
+  }
+  const std::string name = block_tensor_name(b, kGroups[g].label);
+  // Dense weights stored in the model's own dtype are read where they lie, the parts unstacked
+  // (docs/design.md 11.7: a model holds one copy of each weight).
+  if (owner && format == LinearFormat::Dense && same_dtype && parts[0].dtype == o.weights &&
+      (o.weights == DType::F32 || o.weights == DType::BF16)) {
+    NMKIT_TRY(check_format(o.weights, format, pattern));
+    auto linear = SparseLinear::dense(parts, owner, linear_options(o.weights, format));
+    if (!linear.ok()) return linear.error().with_context(name + ": ");
+    linears[static_cast<size_t>(g)] = std::make_unique<SparseLinear>(std::move(linear.value()));
+    formats[static_cast<size_t>(g)] = format;
+    patterns[static_cast<size_t>(g)] = pattern;
+    return ok_status();
   }
   std::vector<Tensor> widened;  // parts of mixed dtypes (an HF q/k converted beside v read in place)
   if (!same_dtype) {
@@ -259,7 +322,6 @@ Status Block::pack_group(int g, const ModelOptions& o, int64_t b, const std::vec
   if (parts.size() > 1) stacked = stack_rows(parts);
   const TensorView group = parts.size() > 1 ? stacked.view() : parts[0];
   widened.clear();
-  const std::string name = block_tensor_name(b, kGroups[g].label);
   auto linear = pack_linear(group, o.weights, format, pattern, name);
   if (!linear.ok()) return linear.error();
   linears[static_cast<size_t>(g)] = std::make_unique<SparseLinear>(std::move(linear.value()));
@@ -324,6 +386,7 @@ std::optional<DType> float_dtype(GgmlType type) {
 struct Weight {
   Tensor owned;
   TensorView view;
+  std::shared_ptr<const void> owner;  // what keeps `view` alive when it lies in the file's mapping
 };
 
 Result<Weight> load_weight(const ModelTensors& src, const std::string& name, const Shape& shape) {
@@ -335,13 +398,13 @@ Result<Weight> load_weight(const ModelTensors& src, const std::string& name, con
         }
         const TensorView view{*dtype, shape, stored->data};
         NMKIT_TRY(check_finite(view, name));
-        return Weight{Tensor(), view};
+        return Weight{Tensor(), view, stored->owner};
       }
     }
   }
   auto t = load_checked(src.load_f32, name, shape);
   if (!t.ok()) return t.error();
-  Weight w{std::move(*t), {}};
+  Weight w{std::move(*t), {}, nullptr};
   w.view = w.owned.view();
   return w;
 }
@@ -379,6 +442,7 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTenso
   const TensorLoader& load = tensors.load_f32;
   auto impl = std::make_unique<Impl>();
   impl->params = params;
+  impl->family = &model::family_of(params);
   impl->options = options;
   impl->source = tensors;
   const int64_t d = params.n_embd;
@@ -392,12 +456,14 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTenso
   impl->blocks.resize(static_cast<size_t>(params.n_layer));
   for (int64_t b = 0; b < params.n_layer; ++b) {
     model::Block& block = impl->blocks[static_cast<size_t>(b)];
-    auto an = model::load_checked(load, model::block_tensor_name(b, "attn_norm"), {d});
-    if (!an.ok()) return an.error();
-    block.attn_norm = std::move(an.value());
-    auto fn = model::load_checked(load, model::block_tensor_name(b, "ffn_norm"), {d});
-    if (!fn.ok()) return fn.error();
-    block.ffn_norm = std::move(fn.value());
+    for (const model::BlockVector& v : impl->family->vectors) {
+      const std::string name = "blk." + std::to_string(b) + "." + v.gguf;
+      auto t = model::load_checked(load, name, {model::vector_size(v.size, params)});
+      if (!t.ok()) return t.error();
+      Tensor* member = block.vector(v.gguf);
+      NMKIT_ASSERT(member != nullptr);
+      *member = std::move(t.value());
+    }
     // Group by group (q/k/v, o, gate/up, down), each weight read (in place where the file stores it as
     // F32/F16/BF16), pruned and packed, then freed and its file pages released before the next: the
     // transient memory is one group's weights in the file's dtype (f32 where it is quantized).
@@ -414,17 +480,27 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTenso
         if (options.pattern) {
           auto pruned = prune(weights[i].view, *options.pattern, options.method, {}, name);
           if (!pruned.ok()) return pruned.error();
-          weights[i] = model::Weight{std::move(pruned->pruned), {}};
+          weights[i] = model::Weight{std::move(pruned->pruned), {}, nullptr};
           weights[i].view = weights[i].owned.view();
         }
         views[i] = weights[i].view;
       }
-      NMKIT_TRY(block.pack_group(g, options, b, views, options.format, options.pattern));
+      std::shared_ptr<const void> owner;  // set when every weight of the group lies in the file
+      for (size_t i = 0; i < 7; ++i) {
+        if (model::kLinearGroup[i] != g) continue;
+        if (!weights[i].owner) {
+          owner = nullptr;
+          break;
+        }
+        owner = weights[i].owner;
+      }
+      NMKIT_TRY(block.pack_group(g, options, b, views, options.format, options.pattern, owner));
       for (size_t i = 0; i < 7; ++i) {
         if (model::kLinearGroup[i] != g) continue;
         if (options.keep_dense_weights) block.dense[i] = model::f32_copy(weights[i]);
         weights[i] = model::Weight();
-        model::release(tensors, model::block_tensor_name(b, block_linear_names()[i]));
+        // A weight read in place keeps its pages: the layer reads them on every call.
+        if (!owner) model::release(tensors, model::block_tensor_name(b, block_linear_names()[i]));
       }
     }
     NMKIT_TRY(invoke_callback(options.on_block, "model build progress", b, params.n_layer));
@@ -438,20 +514,29 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTenso
   if (params.tied_output) {
     const auto& stored = impl->token_embd.stored();
     const auto dtype = stored ? model::float_dtype(stored->type) : std::nullopt;
-    if (dtype) output.view = TensorView{*dtype, stored->shape, stored->data};
-    else output.owned = impl->token_embd.to_f32();
+    if (dtype) {
+      output.view = TensorView{*dtype, stored->shape, stored->data};
+      output.owner = stored->owner;
+    } else {
+      output.owned = impl->token_embd.to_f32();
+    }
   } else {
     auto w = model::load_weight(tensors, head_name, {params.n_vocab, d});
     if (!w.ok()) return w.error();
     output = std::move(*w);
   }
   if (output.view.data == nullptr) output.view = output.owned.view();
-  auto head = model::pack_linear(output.view, options.weights, LinearFormat::Dense, std::nullopt, head_name);
-  if (!head.ok()) return head.error();
+  // Read in place when the file stores it in the model's dtype (f32 or bf16), as the block linears.
+  const bool in_place = output.owner && output.view.dtype == options.weights &&
+                        (options.weights == DType::F32 || options.weights == DType::BF16);
+  auto head = in_place ? SparseLinear::dense({output.view}, output.owner,
+                                             model::linear_options(options.weights, LinearFormat::Dense))
+                       : model::pack_linear(output.view, options.weights, LinearFormat::Dense, std::nullopt, head_name);
+  if (!head.ok()) return head.error().with_context(in_place ? head_name + ": " : "");
   impl->head = std::make_unique<SparseLinear>(std::move(head.value()));
   if (!params.tied_output && options.keep_dense_weights) impl->output = model::f32_copy(output);
   output = model::Weight();
-  model::release(tensors, head_name);
+  if (!in_place) model::release(tensors, head_name);
   return LlamaModel(std::move(impl));
 }
 
@@ -528,16 +613,34 @@ Result<std::vector<NamedTensor>> LlamaModel::tensors() const {
   const Impl& m = *impl_;
   if (!m.options.keep_dense_weights) return Error("model: tensors() needs ModelOptions::keep_dense_weights");
   std::vector<NamedTensor> out;
-  out.push_back({"token_embd.weight", m.token_embd.to_f32()});
-  out.push_back({"output_norm.weight", Tensor::copy_of(m.output_norm.view())});
-  if (!m.params.tied_output) out.push_back({"output.weight", Tensor::copy_of(m.output.view())});
-  for (int64_t b = 0; b < m.params.n_layer; ++b) {
+  for (const model::ModelTensorName& t : model::model_tensor_names(m.params)) {
+    if (t.gguf == "token_embd.weight") {
+      out.push_back({t.gguf, m.token_embd.to_f32()});
+      if (!m.params.rope_factors.empty()) {  // llama3 rope scaling, where convert_hf_to_gguf.py puts it
+        Tensor factors = Tensor::empty(DType::F32, {m.params.head_dim() / 2});
+        std::copy(m.params.rope_factors.begin(), m.params.rope_factors.end(), factors.as<float>());
+        out.push_back({"rope_freqs.weight", std::move(factors)});
+      }
+      continue;
+    }
+    if (t.gguf == "output_norm.weight") {
+      out.push_back({t.gguf, Tensor::copy_of(m.output_norm.view())});
+      continue;
+    }
+    if (t.gguf == "output.weight") {
+      out.push_back({t.gguf, Tensor::copy_of(m.output.view())});
+      continue;
+    }
+    // blk.B.<name>: a block linear or one of the family's vectors.
+    const size_t dot = t.gguf.find('.', 4);
+    const int64_t b = std::stoll(t.gguf.substr(4, dot - 4));
+    const std::string local = t.gguf.substr(dot + 1);
     const model::Block& block = m.blocks[static_cast<size_t>(b)];
-    const auto& names = block_linear_names();
-    out.push_back({model::block_tensor_name(b, "attn_norm"), Tensor::copy_of(block.attn_norm.view())});
-    for (size_t i = 0; i < 4; ++i) out.push_back({model::block_tensor_name(b, names[i]), Tensor::copy_of(block.dense[i].view())});
-    out.push_back({model::block_tensor_name(b, "ffn_norm"), Tensor::copy_of(block.ffn_norm.view())});
-    for (size_t i = 4; i < 7; ++i) out.push_back({model::block_tensor_name(b, names[i]), Tensor::copy_of(block.dense[i].view())});
+    const std::string_view linear = std::string_view(local).substr(0, local.size() - 7);  // less ".weight"
+    const int i = local.size() > 7 && local.ends_with(".weight") ? model::linear_index(linear) : -1;
+    const Tensor* value = i >= 0 ? &block.dense[static_cast<size_t>(i)] : block.vector(local);
+    NMKIT_ASSERT(value != nullptr);
+    out.push_back({t.gguf, Tensor::copy_of(value->view())});
   }
   return out;
 }
@@ -552,12 +655,15 @@ size_t LlamaModel::weight_bytes_per_token() const {
 
 size_t LlamaModel::resident_bytes() const {
   const Impl& m = *impl_;
-  // MERGE(issue25-linear): SparseLinear's own count of the bytes it holds replaces bytes_streamed().
-  const auto held = [](const SparseLinear& l) { return l.bytes_streamed(); };
-  size_t bytes = held(*m.head) + m.token_embd.resident_bytes() + m.output_norm.nbytes() + m.output.nbytes();
+  // A weight read in place counts as held: its pages are resident once read (SparseLinear).
+  const auto held = [](const SparseLinear& l) { return l.resident_bytes(); };
+  // A tied head read in place shares the embedding's bytes: counted once.
+  const bool shared = m.params.tied_output && m.head->borrowed_bytes() > 0;
+  size_t bytes = held(*m.head) + (shared ? 0 : m.token_embd.resident_bytes()) + m.output_norm.nbytes() +
+                 m.output.nbytes();
   for (const auto& block : m.blocks) {
     for (const auto& l : block.linears) bytes += held(*l);
-    bytes += block.attn_norm.nbytes() + block.ffn_norm.nbytes();
+    for (const model::BlockVector& v : m.family->vectors) bytes += block.vector(v.gguf)->nbytes();
     for (const Tensor& t : block.dense) bytes += t.nbytes();
   }
   return bytes;
@@ -609,7 +715,9 @@ size_t model_storage_bytes(const LlamaParams& p, DType w, const Form& form) {
   const int64_t d = p.n_embd, hd = p.head_dim();
   size_t bytes = linear_storage_bytes(p.n_vocab, d, w, LinearFormat::Dense, std::nullopt);
   if (!p.tied_output) bytes *= 2;
-  bytes += static_cast<size_t>(d) * 4 * static_cast<size_t>(1 + 2 * p.n_layer);  // norms
+  size_t vectors = static_cast<size_t>(d);  // output_norm, then each block's norms and biases
+  for (const BlockVector& v : family_of(p).vectors) vectors += static_cast<size_t>(p.n_layer * vector_size(v.size, p));
+  bytes += 4 * vectors;
   const int64_t shapes[7][2] = {{p.n_head * hd, d}, {p.n_head_kv * hd, d}, {p.n_head_kv * hd, d}, {d, p.n_head * hd},
                                 {p.n_ff, d},        {p.n_ff, d},           {d, p.n_ff}};
   for (int64_t b = 0; b < p.n_layer; ++b) {

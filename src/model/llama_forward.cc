@@ -2,12 +2,14 @@
 // decode against the KV cache, and block-by-block runs without a cache for calibration. A block is
 // its attention (attention.h) then its feed-forward (feed_forward.h).
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <new>
 #include <string>
 #include <vector>
 
 #include "model/attention.h"
+#include "model/family.h"
 #include "model/feed_forward.h"
 #include "model/forward_common.h"
 #include "model/kv_cache.h"
@@ -33,8 +35,13 @@ Status check_tokens(const LlamaParams& p, const int32_t* tokens, int64_t n) {
   return ok_status();
 }
 
+// The embedding rows, times sqrt(n_embd) in families that scale them (Gemma: llama.cpp's ggml_scale by
+// sqrtf(n_embd)).
 void embed_rows(const LlamaModel::Impl& m, const int32_t* tokens, int64_t n, float* hidden) {
   m.token_embd.rows(tokens, n, hidden);
+  if (!m.family->embed_scale) return;
+  const float scale = std::sqrt(static_cast<float>(m.params.n_embd));
+  for (int64_t i = 0; i < n * m.params.n_embd; ++i) hidden[i] *= scale;
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// LlamaModel's insides, shared by the build (llama_build.cc) and the forward pass (llama_forward.cc).
+// LlamaModel's insides, shared by the build (llama_build.cc) and the forward pass (llama_forward.cc):
+// a decoder of any family (family.h), whose blocks hold what its family states.
 #pragma once
 
 #include <array>
@@ -13,6 +14,8 @@
 #include "nmkit/model.h"
 
 namespace nmkit::model {
+
+struct Family;
 
 // The block linears run as four SparseLinears, one per distinct input: q, k and v stacked (rows
 // q then k then v), o, gate and up stacked (gate rows first), down.
@@ -42,6 +45,8 @@ inline int linear_index(std::string_view name) {
 // An Error for a weight dtype / format / pattern combination the linears cannot run.
 Status check_format(DType weights, LinearFormat format, const std::optional<Pattern>& pattern);
 // w (F32, F16 or BF16) as `format` in the `weights` dtype.
+// The layer options of a linear packed as `format` in the `weights` dtype.
+LinearOptions linear_options(DType weights, LinearFormat format);
 Result<SparseLinear> pack_linear(const TensorView& w, DType weights, LinearFormat format,
                                  const std::optional<Pattern>& pattern, const std::string& name);
 // The shape [rows, K] of block linear i (LlamaModel::block_linear_names order).
@@ -52,7 +57,14 @@ Tensor convert_rows(const TensorView& w, DType dtype);
 Status check_finite(const TensorView& w, const std::string& name);
 
 struct Block {
-  Tensor attn_norm, ffn_norm;  // f32 [n_embd]
+  // The family's vectors (family.h), f32; those a family lacks stay empty.
+  Tensor attn_norm, ffn_norm;             // [n_embd]
+  Tensor attn_q_norm, attn_k_norm;        // [head_dim] (Qwen3, Gemma 3)
+  Tensor attn_post_norm, ffn_post_norm;   // [n_embd] (Gemma 3)
+  Tensor q_bias, k_bias, v_bias;          // [n_head * head_dim], [n_head_kv * head_dim] twice (Qwen2)
+  // The member holding the vector of GGUF name `gguf` ("attn_q_norm.weight"), nullptr for another name.
+  Tensor* vector(std::string_view gguf);
+  const Tensor* vector(std::string_view gguf) const { return const_cast<Block*>(this)->vector(gguf); }
   std::array<std::unique_ptr<SparseLinear>, kGroupCount> linears;
   std::array<LinearFormat, kGroupCount> formats{};
   std::array<std::optional<Pattern>, kGroupCount> patterns;
@@ -61,7 +73,8 @@ struct Block {
   // (Re)packs group g from weights (the 7 block linears, F32, F16 or BF16; those of other groups
   // are not read).
   Status pack_group(int g, const ModelOptions& o, int64_t b, const std::vector<TensorView>& weights,
-                    LinearFormat format, const std::optional<Pattern>& pattern);
+                    LinearFormat format, const std::optional<Pattern>& pattern,
+                    const std::shared_ptr<const void>& owner = nullptr);
 };
 
 }  // namespace nmkit::model
@@ -70,6 +83,7 @@ namespace nmkit {
 
 struct LlamaModel::Impl {
   LlamaParams params;
+  const model::Family* family = nullptr;  // params.arch's
   ModelOptions options;
   ModelTensors source;  // where the tensors came from (reloads for writers and calibration)
   model::Embedding token_embd;  // [n_vocab, n_embd] in the file's dtype

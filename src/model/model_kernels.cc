@@ -144,10 +144,11 @@ NMKIT_INLINE void exp_inplace_body(float* x, int64_t n) {
 NMKIT_DISPATCH_VECTORS(exp_inplace, (float* x, int64_t n), (x, n))
 }  // namespace
 
-void rope_angles(int64_t p, int64_t head_dim, float base, float* cos_sin) {
+void rope_angles(int64_t p, int64_t head_dim, float base, float scale, const float* factors, float* cos_sin) {
   for (int64_t i = 0; i < head_dim / 2; ++i) {
-    const double theta = static_cast<double>(p) *
-                         std::pow(static_cast<double>(base), -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+    double theta = static_cast<double>(p) * static_cast<double>(scale) *
+                   std::pow(static_cast<double>(base), -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+    if (factors != nullptr) theta /= static_cast<double>(factors[i]);
     cos_sin[2 * i] = static_cast<float>(std::cos(theta));
     cos_sin[2 * i + 1] = static_cast<float>(std::sin(theta));
   }
@@ -155,21 +156,27 @@ void rope_angles(int64_t p, int64_t head_dim, float base, float* cos_sin) {
 
 namespace {
 
+// Pair i of a head is (2i, 2i+1) in NORM, (i, i + head_dim/2) in NEOX: one body, the pair's two
+// indices its only difference.
 NMKIT_INLINE void rope_rotate_body(float* x, int64_t heads, int64_t head_stride, int64_t head_dim,
-                                   const float* cos_sin) {
+                                   const float* cos_sin, bool neox) {
+  const int64_t half = head_dim / 2;
+  const int64_t step = neox ? 1 : 2, other = neox ? half : 1;
   for (int64_t h = 0; h < heads; ++h) {
     float* v = x + h * head_stride;
-    for (int64_t i = 0; i < head_dim; i += 2) {
-      const float c = cos_sin[i], s = cos_sin[i + 1];
-      const float a = v[i], b = v[i + 1];
-      v[i] = a * c - b * s;
-      v[i + 1] = a * s + b * c;
+    for (int64_t i = 0; i < half; ++i) {
+      const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
+      float* first = v + i * step;
+      const float a = first[0], b = first[other];
+      first[0] = a * c - b * s;
+      first[other] = a * s + b * c;
     }
   }
 }
 
-NMKIT_DISPATCH(rope_rotate, (float* x, int64_t heads, int64_t head_stride, int64_t head_dim, const float* cos_sin),
-               (x, heads, head_stride, head_dim, cos_sin))
+NMKIT_DISPATCH(rope_rotate,
+               (float* x, int64_t heads, int64_t head_stride, int64_t head_dim, const float* cos_sin, bool neox),
+               (x, heads, head_stride, head_dim, cos_sin, neox))
 }  // namespace
 
 namespace {
@@ -339,26 +346,50 @@ NMKIT_DISPATCH_VECTORS(attend,
 
 namespace {
 
-template <int W>
-NMKIT_INLINE void swiglu_body(const float* gate, const float* up, int64_t n, float* out) {
+// The gate's argument of e^: -g for SiLU, -2y = -2 sqrt(2/pi) (g + 0.044715 g^3) for GELU-tanh
+// (model_kernels.h); then out = g / (1 + e) * up either way.
+// Through pointers, as every vector here (Vec).
+template <bool Gelu, class F>
+NMKIT_INLINE void gate_exponent(const F* g, F* e) {
+  if constexpr (Gelu) {
+    *e = (*g + 0.044715f * *g * *g * *g) * -1.5957691216057308f;  // 2 sqrt(2/pi)
+  } else {
+    *e = -*g;
+  }
+}
+
+template <int W, bool Gelu>
+NMKIT_INLINE void gated_body(const float* gate, const float* up, int64_t n, float* out) {
   // W values at a time in registers (exp_vec), the last n % W through exp_inplace_body: the same
   // operations either way. (Negate, exp and the product were three passes over a stack buffer.)
   using V = Vec<W>;
   int64_t i = 0;
   for (; i + W <= n; i += W) {
     const typename V::F g = NMKIT_LOAD(V, gate + i);
-    typename V::F e = -g;
+    typename V::F e;
+    gate_exponent<Gelu>(&g, &e);
     exp_vec<W>(&e);
     NMKIT_STORE(V, out + i, g / (1.0f + e) * NMKIT_LOAD(V, up + i));
   }
   float e[W];
   const int64_t m = n - i;
-  for (int64_t t = 0; t < m; ++t) e[t] = -gate[i + t];
+  for (int64_t t = 0; t < m; ++t) gate_exponent<Gelu>(gate + i + t, e + t);
   exp_inplace_body<W>(e, m);
   for (int64_t t = 0; t < m; ++t) out[i + t] = gate[i + t] / (1.0f + e[t]) * up[i + t];
 }
 
+template <int W>
+NMKIT_INLINE void swiglu_body(const float* gate, const float* up, int64_t n, float* out) {
+  gated_body<W, false>(gate, up, n, out);
+}
+
+template <int W>
+NMKIT_INLINE void geglu_body(const float* gate, const float* up, int64_t n, float* out) {
+  gated_body<W, true>(gate, up, n, out);
+}
+
 NMKIT_DISPATCH_VECTORS(swiglu, (const float* gate, const float* up, int64_t n, float* out), (gate, up, n, out))
+NMKIT_DISPATCH_VECTORS(geglu, (const float* gate, const float* up, int64_t n, float* out), (gate, up, n, out))
 }  // namespace
 
 }  // namespace nmkit::model

@@ -1,7 +1,8 @@
-// The f32 pieces of the llama forward pass around the linears (docs/design.md 11.2): RMSNorm, rope NORM,
-// causal attention of one query over a KV cache, SwiGLU. Each is compiled for AVX-512, AVX2+FMA and
-// baseline x86-64 (one clone per tier, run on the linears' tier), on that tier's register width
-// without reordering any float sum it must not reorder.
+// The f32 pieces of the forward pass around the linears (docs/design.md 11.2 and 11.8): RMSNorm,
+// rope NORM and NEOX, causal attention of one query over a KV cache, SwiGLU and GELU-tanh gates.
+// Each is compiled for AVX-512, AVX2+FMA and baseline x86-64 (one clone per tier, run on the
+// linears' tier), on that tier's register width without reordering any float sum it must not
+// reorder.
 #pragma once
 
 #include <cstdint>
@@ -19,11 +20,13 @@ void rms_norm_rows(const float* x, const float* weight, int64_t n, int64_t d, fl
 // depend on its position in x.
 void exp_inplace(float* x, int64_t n);
 
-// Rope NORM on `heads` heads of head_dim values each (stride head_stride between heads): pair
-// (2i, 2i+1) turns by the angle whose cosine and sine are cos_sin[2i], cos_sin[2i+1].
-void rope_rotate(float* x, int64_t heads, int64_t head_stride, int64_t head_dim, const float* cos_sin);
-// cos_sin[2i], cos_sin[2i+1] = cos, sin of p * base^(-2i/head_dim), computed in double.
-void rope_angles(int64_t p, int64_t head_dim, float base, float* cos_sin);
+// Rope on `heads` heads of head_dim values each (stride head_stride between heads): pair i turns by the
+// angle whose cosine and sine are cos_sin[2i], cos_sin[2i+1]. Pair i is (2i, 2i+1) in mode NORM and
+// (i, i + head_dim/2) in mode NEOX (ggml's rope types; docs/design.md 11.1 and 11.8).
+void rope_rotate(float* x, int64_t heads, int64_t head_stride, int64_t head_dim, const float* cos_sin, bool neox);
+// cos_sin[2i], cos_sin[2i+1] = cos, sin of p * scale * base^(-2i/head_dim) / factors[i] (factors
+// nullptr: all 1; ggml's freq_scale and freq_factors), computed in double.
+void rope_angles(int64_t p, int64_t head_dim, float base, float scale, const float* factors, float* cos_sin);
 
 // Up to kMaxQueries queries that read the same keys and values (the heads of one GQA group at a few
 // consecutive positions) over their cached positions: query h attends to the first n_pos[h] positions,
@@ -40,5 +43,9 @@ void attend(const float* const* q, const int64_t* n_pos, int nq, const float* Kt
 
 // out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + e^-g).
 void swiglu(const float* gate, const float* up, int64_t n, float* out);
+// out[i] = gelu_tanh(gate[i]) * up[i], gelu_tanh(g) = g/2 (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))),
+// computed as g / (1 + e^(-2y)) with y = sqrt(2/pi) (g + 0.044715 g^3) (the same value: 1 + tanh(y)
+// = 2 / (1 + e^(-2y))), on exp_inplace's e^x.
+void geglu(const float* gate, const float* up, int64_t n, float* out);
 
 }  // namespace nmkit::model

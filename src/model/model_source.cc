@@ -10,29 +10,15 @@
 #include <utility>
 
 #include "io/mapped_file.h"
+#include "model/family.h"
 #include "model/model_source_impl.h"
 
 namespace nmkit {
 namespace model_source {
 
 std::vector<std::pair<std::string, Shape>> expected_tensors(const LlamaParams& p) {
-  const int64_t d = p.n_embd, hd = p.head_dim();
   std::vector<std::pair<std::string, Shape>> out;
-  out.emplace_back("token_embd.weight", Shape{p.n_vocab, d});
-  out.emplace_back("output_norm.weight", Shape{d});
-  if (!p.tied_output) out.emplace_back("output.weight", Shape{p.n_vocab, d});
-  for (int64_t b = 0; b < p.n_layer; ++b) {
-    const std::string blk = "blk." + std::to_string(b) + ".";
-    out.emplace_back(blk + "attn_norm.weight", Shape{d});
-    out.emplace_back(blk + "attn_q.weight", Shape{p.n_head * hd, d});
-    out.emplace_back(blk + "attn_k.weight", Shape{p.n_head_kv * hd, d});
-    out.emplace_back(blk + "attn_v.weight", Shape{p.n_head_kv * hd, d});
-    out.emplace_back(blk + "attn_output.weight", Shape{d, p.n_head * hd});
-    out.emplace_back(blk + "ffn_norm.weight", Shape{d});
-    out.emplace_back(blk + "ffn_gate.weight", Shape{p.n_ff, d});
-    out.emplace_back(blk + "ffn_up.weight", Shape{p.n_ff, d});
-    out.emplace_back(blk + "ffn_down.weight", Shape{d, p.n_ff});
-  }
+  for (model::ModelTensorName& t : model::model_tensor_names(p)) out.emplace_back(std::move(t.gguf), std::move(t.shape));
   return out;
 }
 
@@ -50,7 +36,7 @@ ModelSource& ModelSource::operator=(ModelSource&&) noexcept = default;
 ModelSource::~ModelSource() = default;
 
 const std::vector<std::string>& ModelSource::supported_architectures() {
-  static const std::vector<std::string> archs{"llama"};
+  static const std::vector<std::string> archs = model::gguf_architectures();
   return archs;
 }
 
@@ -131,7 +117,7 @@ std::optional<MappedTensor> ModelSource::stored(std::string_view name) const {
   }
   const auto it = impl_->hf.find(std::string(name));
   NMKIT_ASSERT(it != impl_->hf.end());
-  if (it->second.permute_heads != 0) return std::nullopt;
+  if (it->second.permute_heads != 0 || it->second.plus_one) return std::nullopt;
   const SafetensorsFile& shard = impl_->shards[it->second.shard];
   const TensorView view = shard.view(*shard.find(it->second.hf_name));
   const auto type = ggml_type_of(view.dtype);

@@ -1,10 +1,12 @@
-// ModelSource from a GGUF file: hyper-parameters from the `llama.*` keys (llama.cpp's names), and
-// every tensor checked against them (docs/design.md sections 11.1 and 11.2).
+// ModelSource from a GGUF file: hyper-parameters from the `ARCH.*` keys (llama.cpp's names; those of
+// one family only, in its file: family_*.cc), and every tensor checked against them (docs/design.md
+// sections 11.1, 11.2 and 11.8).
 #include <cmath>
 #include <limits>
 #include <string>
 #include <unordered_set>
 
+#include "model/family.h"
 #include "model/model_source_impl.h"
 
 namespace nmkit::model_source {
@@ -44,13 +46,13 @@ Status open_gguf(ModelSource::Impl& impl) {
 
   auto arch = file.get_string("general.architecture");
   if (!arch.ok()) return arch.error();
-  bool supported = false;
-  for (const std::string& a : ModelSource::supported_architectures()) supported |= a == *arch;
-  if (!supported) return Error(path + ": " + unsupported_architecture(*arch));
+  const model::Family* family = model::find_gguf_family(*arch);
+  if (family == nullptr) return Error(path + ": " + unsupported_architecture(*arch));
   impl.architecture = *arch;
   const std::string k = *arch + ".";
 
   LlamaParams& p = impl.params;
+  p.arch = family->name;
   const std::pair<std::string, int64_t*> counts[] = {
       {k + "embedding_length", &p.n_embd},      {k + "block_count", &p.n_layer},
       {k + "attention.head_count", &p.n_head},  {k + "feed_forward_length", &p.n_ff},
@@ -60,12 +62,17 @@ Status open_gguf(ModelSource::Impl& impl) {
     if (!v.ok()) return v.error();
     *dst = *v;
   }
+  // Optional counts: llama.cpp's defaults (n_head_kv = n_head, head size n_embd / n_head).
   p.n_head_kv = p.n_head;
-  if (file.find_key(k + "attention.head_count_kv") != nullptr) {
-    auto v = get_count(file, k + "attention.head_count_kv");
+  const std::pair<std::string, int64_t*> optional_counts[] = {
+      {k + "attention.head_count_kv", &p.n_head_kv}, {k + "attention.key_length", &p.n_embd_head}};
+  for (const auto& [key, dst] : optional_counts) {
+    if (file.find_key(key) == nullptr) continue;
+    auto v = get_count(file, key);
     if (!v.ok()) return v.error();
-    p.n_head_kv = *v;
+    *dst = *v;
   }
+  if (p.n_embd_head > 0 && p.n_embd_head * p.n_head == p.n_embd) p.n_embd_head = 0;  // the default, stated
   auto eps = get_positive_float(file, k + "attention.layer_norm_rms_epsilon");
   if (!eps.ok()) return eps.error();
   p.rms_eps = *eps;
@@ -74,7 +81,7 @@ Status open_gguf(ModelSource::Impl& impl) {
     if (!base.ok()) return base.error();
     p.rope_base = *base;
   }
-  // The vocabulary: llama.vocab_size, else the token list, else the embedding's rows.
+  // The vocabulary: ARCH.vocab_size, else the token list, else the embedding's rows.
   const GgufTensorInfo* embd = file.find("token_embd.weight");
   if (file.find_key(k + "vocab_size") != nullptr) {
     auto v = get_count(file, k + "vocab_size");
@@ -87,24 +94,43 @@ Status open_gguf(ModelSource::Impl& impl) {
     p.n_vocab = embd->ne[1];
   }
   p.tied_output = file.find("output.weight") == nullptr;
-  if (Status valid = p.validate(); !valid.ok()) return valid.error().with_context(path + ": ");
+  if (family->read_gguf) NMKIT_TRY(family->read_gguf(file, p));
 
   // What nmkit's forward pass does not implement is refused rather than run wrongly.
-  if (file.find_key(k + "rope.dimension_count") != nullptr) {
-    auto dims = file.get_uint(k + "rope.dimension_count");
+  const int64_t hd = p.head_dim();
+  for (const char* key : {"rope.dimension_count", "attention.value_length"}) {
+    auto dims = model::optional_uint(file, k + key);
     if (!dims.ok()) return dims.error();
-    if (*dims != static_cast<uint64_t>(p.head_dim())) {
-      return Error(path + ": metadata key '" + k + "rope.dimension_count' is " + std::to_string(*dims) +
-                   ", but rope over part of a head is not supported (head size " + std::to_string(p.head_dim()) + ")");
+    if (*dims && **dims != static_cast<uint64_t>(hd)) {
+      return Error(path + ": metadata key '" + k + key + "' is " + std::to_string(**dims) +
+                   ", but nmkit runs rope and values over the whole head (head size " + std::to_string(hd) + ")");
     }
   }
   if (file.find_key(k + "rope.scaling.type") != nullptr) {
     auto type = file.get_string(k + "rope.scaling.type");
     if (!type.ok()) return type.error();
-    if (*type != "none") {
-      return Error(path + ": metadata key '" + k + "rope.scaling.type' is '" + *type + "': rope scaling is not supported");
+    if (*type == "linear") {
+      auto factor = file.get_float(k + "rope.scaling.factor");
+      if (!factor.ok()) return factor.error();
+      if (!(*factor > 0)) {
+        return Error(path + ": metadata key '" + k + "rope.scaling.factor' is " + std::to_string(*factor) + ", not positive");
+      }
+      p.rope_scale = static_cast<float>(1.0 / *factor);
+    } else if (*type != "none") {
+      return Error(path + ": metadata key '" + k + "rope.scaling.type' is '" + *type +
+                   "': rope scaling other than linear and llama3 (rope_freqs.weight) is not supported");
     }
   }
+  if (const GgufTensorInfo* freqs = file.find("rope_freqs.weight")) {  // llama3 rope scaling (convert_hf_to_gguf.py)
+    if (freqs->shape() != Shape{hd / 2}) {
+      return Error(path + ": tensor 'rope_freqs.weight' has shape " + shape_str(freqs->shape()) + ", head size " +
+                   std::to_string(hd) + " needs [" + std::to_string(hd / 2) + "]");
+    }
+    auto factors = file.dequantize(*freqs);
+    if (!factors.ok()) return factors.error();
+    p.rope_factors.assign(factors->as<float>(), factors->as<float>() + hd / 2);
+  }
+  if (Status valid = p.validate(); !valid.ok()) return valid.error().with_context(path + ": ");
 
   std::unordered_set<std::string> expected;
   for (const auto& [name, shape] : expected_tensors(p)) {
@@ -124,7 +150,7 @@ Status open_gguf(ModelSource::Impl& impl) {
     expected.insert(name);
   }
   for (const GgufTensorInfo& info : file.tensors()) {
-    if (expected.count(info.name) == 0) {
+    if (expected.count(info.name) == 0 && !(info.name == "rope_freqs.weight" && !p.rope_factors.empty())) {
       return Error(path + ": tensor '" + info.name + "' is not part of a " + *arch + " model nmkit runs (" + k +
                    "block_count = " + std::to_string(p.n_layer) + ")");
     }

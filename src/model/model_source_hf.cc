@@ -1,7 +1,9 @@
-// ModelSource from a Hugging Face llama folder: config.json (transformers' LlamaConfig fields),
-// model.safetensors or the shards model.safetensors.index.json lists, tokenizer.json. Tensors are
-// renamed to llama.cpp's GGUF names as its convert_hf_to_gguf.py does, and q/k rows are permuted
-// from HF's rotate-halves (NEOX) order to GGUF's adjacent-pairs (NORM) order (docs/design.md 11.1).
+// ModelSource from a Hugging Face folder of a family nmkit runs: config.json (transformers' config
+// fields; the family's own in its file, family_*.cc), model.safetensors or the shards
+// model.safetensors.index.json lists, tokenizer.json. Tensors are renamed to llama.cpp's GGUF names
+// as its convert_hf_to_gguf.py does; for rope-NORM families (llama, Mistral) q/k rows are permuted
+// from HF's rotate-halves (NEOX) order to GGUF's adjacent-pairs (NORM) order (docs/design.md 11.1),
+// and Gemma's norm weights get their 1 added (docs/design.md 11.8).
 #include <sys/stat.h>
 
 #include <cmath>
@@ -14,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/family.h"
 #include "model/model_source_impl.h"
 
 namespace nmkit::model_source {
@@ -37,74 +40,60 @@ Result<json> read_json(const std::string& path) {
   return value;
 }
 
-// A short rendering of a JSON value for messages.
-std::string shown(const json& value) {
-  std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
-  return text.size() > 60 ? text.substr(0, 60) + "..." : text;
+using model::HfConfig;
+using model::shown_json;
+
+// config.json's rope_scaling: none, "default", "linear" (rope_scale) or "llama3" (the factors
+// convert_hf_to_gguf.py writes as rope_freqs.weight: llama3_rope_factor).
+Status read_rope_scaling(const HfConfig& c, LlamaParams& p) {
+  const auto* scaling = c.find("rope_scaling");
+  if (scaling == nullptr) return ok_status();
+  const auto bad = [&] {
+    return Error(c.path() + ": 'rope_scaling' is " + shown_json(*scaling) +
+                 ": rope scaling other than linear and llama3 is not supported");
+  };
+  if (!scaling->is_object()) return bad();
+  const auto type_it = scaling->contains("rope_type") ? scaling->find("rope_type") : scaling->find("type");
+  if (type_it == scaling->end() || !type_it->is_string()) return bad();
+  const std::string type = type_it->get<std::string>();
+  const auto number = [&](const char* key, double fallback) {
+    const auto it = scaling->find(key);
+    return it != scaling->end() && it->is_number() ? it->get<double>() : fallback;
+  };
+  const double factor = number("factor", type == "llama3" ? 8.0 : 1.0);
+  if (!(factor > 0)) return bad();
+  if (type == "default") return ok_status();
+  if (type == "linear") {
+    p.rope_scale = static_cast<float>(1.0 / factor);
+    return ok_status();
+  }
+  if (type != "llama3") return bad();
+  const double low = number("low_freq_factor", 1.0), high = number("high_freq_factor", 4.0);
+  const double old_context = number("original_max_position_embeddings", 8192.0);
+  if (!(high > low)) return bad();
+  p.rope_factors.clear();
+  for (int64_t i = 0; i < p.head_dim() / 2; ++i) {
+    p.rope_factors.push_back(static_cast<float>(model::llama3_rope_factor(p, i, factor, low, high, old_context)));
+  }
+  return ok_status();
 }
 
-// config.json's fields, each a one-line Error naming the file and key when missing or mistyped.
-class Config {
- public:
-  Config(std::string path, json value) : path_(std::move(path)), value_(std::move(value)) {}
-
-  Result<int64_t> count(const std::string& key, std::optional<int64_t> fallback = std::nullopt) const {
-    const json* v = find(key);
-    if (v == nullptr) {
-      if (fallback) return *fallback;
-      return Error(path_ + ": no key '" + key + "'");
-    }
-    if (!v->is_number_integer() || v->get<int64_t>() < 1 || v->get<int64_t>() > std::numeric_limits<int32_t>::max()) {
-      return Error(path_ + ": '" + key + "' is " + shown(*v) + ", expected a positive integer");
-    }
-    return v->get<int64_t>();
-  }
-
-  Result<double> positive_float(const std::string& key, std::optional<double> fallback = std::nullopt) const {
-    const json* v = find(key);
-    if (v == nullptr) {
-      if (fallback) return *fallback;
-      return Error(path_ + ": no key '" + key + "'");
-    }
-    if (!v->is_number()) return Error(path_ + ": '" + key + "' is " + shown(*v) + ", expected a number");
-    // float32 is what the model computes with: 1e39 is as infinite as 1e400.
-    const auto value = static_cast<float>(v->get<double>());
-    if (!(value > 0.0f) || !std::isfinite(value)) {
-      return Error(path_ + ": '" + key + "' is " + shown(*v) + ", expected a positive finite float32");
-    }
-    return v->get<double>();
-  }
-
-  Result<bool> flag(const std::string& key, bool fallback) const {
-    const json* v = find(key);
-    if (v == nullptr) return fallback;
-    if (!v->is_boolean()) return Error(path_ + ": '" + key + "' is " + shown(*v) + ", expected true or false");
-    return v->get<bool>();
-  }
-
-  const json* find(const std::string& key) const {
-    const auto it = value_.find(key);
-    return it == value_.end() || it->is_null() ? nullptr : &*it;
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-  json value_;
-};
-
-Status read_params(const Config& c, ModelSource::Impl& impl) {
-  const json* type = c.find("model_type");
+Status read_params(const HfConfig& c, ModelSource::Impl& impl) {
+  std::string types;
+  for (const std::string& t : model::hf_model_types()) types += (types.empty() ? "" : ", ") + t;
+  const auto* type = c.find("model_type");
   if (type == nullptr || !type->is_string()) {
-    return Error(c.path() + ": no string 'model_type' (supported: llama)");
+    return Error(c.path() + ": no string 'model_type' (supported: " + types + ")");
   }
-  const std::string arch = type->get<std::string>();
-  bool supported = false;
-  for (const std::string& a : ModelSource::supported_architectures()) supported |= a == arch;
-  if (!supported) return Error(c.path() + ": " + unsupported_architecture(arch));
-  impl.architecture = arch;
+  const std::string model_type = type->get<std::string>();
+  const model::Family* family = model::find_hf_family(model_type);
+  if (family == nullptr) {
+    return Error(c.path() + ": model_type '" + model_type + "' is not supported (supported: " + types + ")");
+  }
+  impl.architecture = family->gguf_arch;
 
   LlamaParams& p = impl.params;
+  p.arch = family->name;
   const std::pair<const char*, int64_t*> counts[] = {
       {"vocab_size", &p.n_vocab},          {"hidden_size", &p.n_embd},
       {"num_hidden_layers", &p.n_layer},   {"num_attention_heads", &p.n_head},
@@ -117,86 +106,28 @@ Status read_params(const Config& c, ModelSource::Impl& impl) {
   auto kv = c.count("num_key_value_heads", p.n_head);  // transformers' default: multi-head attention
   if (!kv.ok()) return kv.error();
   p.n_head_kv = *kv;
+  auto head_dim = c.count("head_dim", int64_t{0});
+  if (!head_dim.ok()) return head_dim.error();
+  if (*head_dim > 0 && *head_dim * p.n_head != p.n_embd) p.n_embd_head = *head_dim;
   auto eps = c.positive_float("rms_norm_eps");
   if (!eps.ok()) return eps.error();
   p.rms_eps = static_cast<float>(*eps);
   auto theta = c.positive_float("rope_theta", 10000.0);
   if (!theta.ok()) return theta.error();
   p.rope_base = static_cast<float>(*theta);
-  auto tied = c.flag("tie_word_embeddings", false);  // transformers' LlamaConfig default
+  auto tied = c.flag("tie_word_embeddings", family->hf_tied_default);
   if (!tied.ok()) return tied.error();
   p.tied_output = *tied;
+  NMKIT_TRY(read_rope_scaling(c, p));
+  for (const char* key : {"hidden_act", "hidden_activation"}) {  // Gemma's config names it the second way
+    if (const auto* act = c.find(key); act != nullptr && *act != family->hf_activation) {
+      return Error(c.path() + ": '" + key + "' is " + shown_json(*act) + ", only \"" + family->hf_activation +
+                   "\" is supported for model_type " + model_type);
+    }
+  }
+  if (family->read_hf) NMKIT_TRY(family->read_hf(c, p));
   if (Status valid = p.validate(); !valid.ok()) return valid.error().with_context(c.path() + ": ");
-
-  // What nmkit's forward pass does not implement is refused rather than run wrongly.
-  if (const json* scaling = c.find("rope_scaling")) {
-    return Error(c.path() + ": 'rope_scaling' is " + shown(*scaling) + ": rope scaling is not supported");
-  }
-  if (const json* act = c.find("hidden_act"); act != nullptr && *act != "silu") {
-    return Error(c.path() + ": 'hidden_act' is " + shown(*act) + ", only \"silu\" is supported");
-  }
-  if (auto head_dim = c.count("head_dim", p.head_dim()); !head_dim.ok() || *head_dim != p.head_dim()) {
-    if (!head_dim.ok()) return head_dim.error();
-    return Error(c.path() + ": 'head_dim' is " + std::to_string(*head_dim) + ", not hidden_size / num_attention_heads = " +
-                 std::to_string(p.head_dim()));
-  }
-  for (const char* bias : {"attention_bias", "mlp_bias"}) {
-    auto has = c.flag(bias, false);
-    if (!has.ok()) return has.error();
-    if (*has) return Error(c.path() + ": '" + std::string(bias) + "' is true: biases are not supported");
-  }
   return ok_status();
-}
-
-// HF name -> (GGUF name, heads to permute by): convert_hf_to_gguf.py's tensor map for llama.
-std::optional<std::pair<std::string, int64_t>> gguf_name(const std::string& hf, const LlamaParams& p) {
-  static const std::map<std::string, std::string> top = {
-      {"model.embed_tokens.weight", "token_embd.weight"},
-      {"model.norm.weight", "output_norm.weight"},
-      {"lm_head.weight", "output.weight"}};
-  if (const auto it = top.find(hf); it != top.end()) return std::make_pair(it->second, int64_t{0});
-  // "model.layers.<digits>.<part>.weight", parsed by hand: std::regex trips GCC 12's
-  // -Wmaybe-uninitialized in sanitizer builds.
-  const std::string_view prefix = "model.layers.", suffix = ".weight";
-  std::string_view rest(hf);
-  if (rest.substr(0, prefix.size()) != prefix || rest.size() < prefix.size() + suffix.size() ||
-      rest.substr(rest.size() - suffix.size()) != suffix) {
-    return std::nullopt;
-  }
-  rest = rest.substr(prefix.size(), rest.size() - prefix.size() - suffix.size());
-  const size_t dot = rest.find('.');
-  if (dot == 0 || dot == std::string_view::npos || dot > 9) return std::nullopt;
-  for (size_t i = 0; i < dot; ++i) {
-    if (rest[i] < '0' || rest[i] > '9') return std::nullopt;
-  }
-  const std::string layer_index(rest.substr(0, dot)), part(rest.substr(dot + 1));
-  static const std::map<std::string, std::string> block = {
-      {"input_layernorm", "attn_norm"},      {"self_attn.q_proj", "attn_q"},
-      {"self_attn.k_proj", "attn_k"},        {"self_attn.v_proj", "attn_v"},
-      {"self_attn.o_proj", "attn_output"},   {"post_attention_layernorm", "ffn_norm"},
-      {"mlp.gate_proj", "ffn_gate"},         {"mlp.up_proj", "ffn_up"},
-      {"mlp.down_proj", "ffn_down"}};
-  const auto it = block.find(part);
-  if (it == block.end()) return std::nullopt;
-  const int64_t heads = it->second == "attn_q" ? p.n_head : it->second == "attn_k" ? p.n_head_kv : 0;
-  return std::make_pair("blk." + std::to_string(std::stoll(layer_index)) + "." + it->second + ".weight", heads);
-}
-
-// The Hugging Face name of a GGUF-named llama tensor (for messages about a missing one).
-std::string hf_name_of(const std::string& gguf, const LlamaParams& p) {
-  for (int64_t b = -1; b < p.n_layer; ++b) {
-    for (const char* hf : {"input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
-                           "self_attn.o_proj", "post_attention_layernorm", "mlp.gate_proj", "mlp.up_proj",
-                           "mlp.down_proj"}) {
-      const std::string name = b < 0 ? "" : "model.layers." + std::to_string(b) + "." + hf + ".weight";
-      if (b >= 0 && gguf_name(name, p)->first == gguf) return name;
-    }
-    if (b >= 0) continue;
-    for (const char* hf : {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"}) {
-      if (gguf_name(hf, p)->first == gguf) return hf;
-    }
-  }
-  return gguf;
 }
 
 // A shard's file name from the index: a plain name in the folder (no path separators).
@@ -214,7 +145,7 @@ Status open_hf(ModelSource::Impl& impl) {
   }
   auto config = read_json(config_path);
   if (!config.ok()) return config.error();
-  NMKIT_TRY(read_params(Config(config_path, std::move(*config)), impl));
+  NMKIT_TRY(read_params(HfConfig(config_path, std::move(*config)), impl));
   const LlamaParams& p = impl.params;
 
   // HF tensor name -> shard file name.
@@ -227,7 +158,7 @@ Status open_hf(ModelSource::Impl& impl) {
     if (it == index->end() || !it->is_object()) return Error(index_path + ": no object 'weight_map'");
     for (const auto& [name, file] : it->items()) {
       if (!file.is_string() || !plain_file_name(file.get<std::string>())) {
-        return Error(index_path + ": weight_map['" + name + "'] is " + shown(file) + ", expected a file name in the folder");
+        return Error(index_path + ": weight_map['" + name + "'] is " + shown_json(file) + ", expected a file name in the folder");
       }
       weight_map[name] = file.get<std::string>();
     }
@@ -239,6 +170,8 @@ Status open_hf(ModelSource::Impl& impl) {
     return Error(dir + ": no model.safetensors or model.safetensors.index.json");
   }
 
+  std::map<std::string, model::ModelTensorName> by_hf_name;
+  for (model::ModelTensorName& t : model::model_tensor_names(p)) by_hf_name.emplace(t.hf, std::move(t));
   std::map<std::string, size_t> shard_of_file;
   std::map<std::string, Shape> shapes;
   for (const auto& [hf, file_name] : weight_map) {
@@ -259,33 +192,27 @@ Status open_hf(ModelSource::Impl& impl) {
       return Error(shard_path + ": tensor '" + hf + "' has dtype " + std::string(dtype_name(info->dtype)) +
                    " (F32, F16 or BF16 are read)");
     }
-    const auto name = gguf_name(hf, p);
-    if (!name) return Error(shard_path + ": tensor '" + hf + "' is not part of a llama model nmkit runs");
-    impl.hf[name->first] = ModelSource::Impl::HfTensor{it->second, hf, name->second};
-    shapes[name->first] = info->shape;
+    const auto known = by_hf_name.find(hf);
+    if (known == by_hf_name.end()) {
+      return Error(shard_path + ": tensor '" + hf + "' is not part of a " + p.arch + " model nmkit runs (num_hidden_layers = " +
+                   std::to_string(p.n_layer) + ")");
+    }
+    const model::ModelTensorName& t = known->second;
+    impl.hf[t.gguf] = ModelSource::Impl::HfTensor{it->second, hf, t.permute_heads, t.plus_one};
+    shapes[t.gguf] = info->shape;
   }
-  for (const auto& [name, shape] : expected_tensors(p)) {
-    const auto it = impl.hf.find(name);
+  for (const auto& [hf, t] : by_hf_name) {
+    const auto it = impl.hf.find(t.gguf);
     if (it == impl.hf.end()) {
-      return Error(dir + ": tensor '" + hf_name_of(name, p) + "' is missing (num_hidden_layers = " +
-                   std::to_string(p.n_layer) + ", tie_word_embeddings = " + (p.tied_output ? "true" : "false") + ")");
+      return Error(dir + ": tensor '" + hf + "' is missing (num_hidden_layers = " + std::to_string(p.n_layer) +
+                   ", tie_word_embeddings = " + (p.tied_output ? "true" : "false") + ")");
     }
-    if (shapes[name] != shape) {
-      return Error(impl.shard_paths[it->second.shard] + ": tensor '" + it->second.hf_name + "' has shape " +
-                   shape_str(shapes[name]) + ", config.json gives " + shape_str(shape));
-    }
-    impl.names.push_back(name);
-  }
-  if (impl.hf.size() != impl.names.size()) {
-    for (const auto& [name, where] : impl.hf) {
-      bool known = false;
-      for (const std::string& n : impl.names) known |= n == name;
-      if (!known) {
-        return Error(impl.shard_paths[where.shard] + ": tensor '" + where.hf_name + "' is beyond the model config.json " +
-                     "describes (num_hidden_layers = " + std::to_string(p.n_layer) + ")");
-      }
+    if (shapes[t.gguf] != t.shape) {
+      return Error(impl.shard_paths[it->second.shard] + ": tensor '" + hf + "' has shape " + shape_str(shapes[t.gguf]) +
+                   ", config.json gives " + shape_str(t.shape));
     }
   }
+  for (const auto& [name, shape] : expected_tensors(p)) impl.names.push_back(name);
   if (is_file(dir + "/tokenizer.json")) impl.tokenizer_json = dir + "/tokenizer.json";
   impl.files = {config_path};
   if (is_file(index_path)) impl.files.push_back(index_path);
@@ -306,6 +233,9 @@ Result<Tensor> load_hf(const ModelSource::Impl& impl, const ModelSource::Impl::H
   const auto n = static_cast<size_t>(view.numel());
   if (where.permute_heads == 0) {
     convert_to_f32(view.dtype, view.data, out.as<float>(), n);
+    if (where.plus_one) {  // Gemma's RMSNorm weight w stands for 1 + w (convert_hf_to_gguf.py adds the 1)
+      for (size_t i = 0; i < n; ++i) out.as<float>()[i] += 1.0f;
+    }
     return out;
   }
   // convert_hf_to_gguf.py's permute: w.reshape(heads, 2, hd/2, K).swapaxes(1, 2).reshape(w.shape),

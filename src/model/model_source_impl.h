@@ -25,6 +25,7 @@ struct ModelSource::Impl {
     size_t shard = 0;
     std::string hf_name;
     int64_t permute_heads = 0;  // attn_q: n_head, attn_k: n_head_kv, others 0 (no permutation)
+    bool plus_one = false;      // a Gemma norm weight: 1 is added on load
   };
   std::vector<SafetensorsFile> shards;
   std::vector<std::string> shard_paths;

@@ -11,10 +11,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "model/family.h"
 #include "model/model_source_impl.h"  // expected_tensors
+
+#include "model/family.h"
 
 namespace nmkit {
 namespace {
@@ -54,18 +58,23 @@ Status convert_checked(const float* src, const Shape& shape, DType dtype, std::b
   return ok_status();
 }
 
-// An output tensor whose fill loads `name` (f32), permutes q/k rows back to HF order when
-// `hf_heads` > 0, and converts it.
+// An output tensor whose fill loads `name` (f32), turns it into its Hugging Face form when `hf`
+// (hf_tensor_from_gguf: q/k rows, the family's norm offset), and converts it.
 OutputTensor output_tensor(const std::string& path, const TensorsToWrite& model, const std::string& name,
-                           const std::string& written_name, const Shape& shape, int64_t hf_heads, DType dtype) {
+                           const std::string& written_name, const Shape& shape, bool hf, DType dtype) {
   OutputTensor t;
   t.name = written_name;
   t.shape = shape;
   t.dtype = written_dtype(shape, dtype);
-  t.fill = [&model, name, hf_heads, path, written_name, shape, to = t.dtype](std::byte* dst) -> Status {
+  t.fill = [&model, name, hf, path, written_name, shape, to = t.dtype](std::byte* dst) -> Status {
     auto loaded = model.load(name);
     if (!loaded.ok()) return loaded.error().with_context(path + ": ");
-    const Tensor tensor = hf_heads > 0 ? hf_rows_from_gguf(*loaded, hf_heads) : std::move(*loaded);
+    Tensor tensor = std::move(*loaded);
+    if (hf) {
+      auto converted = hf_tensor_from_gguf(NamedTensor{name, std::move(tensor)}, model.params);
+      if (!converted) return Error(path + ": tensor '" + name + "' has no Hugging Face " + model.params.arch + " name");
+      tensor = std::move(converted->tensor);
+    }
     if (tensor.shape() != shape) {
       return Error(path + ": tensor '" + name + "' has shape " + shape_str(tensor.shape()) + ", not " + shape_str(shape));
     }
@@ -89,20 +98,47 @@ std::vector<std::pair<std::string, Shape>> in_source_order(std::vector<std::pair
   return tensors;
 }
 
-std::vector<GgufKeyValue> llama_metadata(const LlamaParams& p, const std::string& name) {
+// The keys llama.cpp reads for the model's family under its GGUF architecture's prefix, as
+// llama.cpp's converter writes them (docs/design.md 11.8), for a Hugging Face source.
+std::vector<GgufKeyValue> family_metadata(const LlamaParams& p, const std::string& name) {
+  const model::Family& family = model::family_of(p);
+  const std::string k = std::string(family.gguf_arch) + ".";
   auto u32 = [](int64_t v) { return GgufValue::of_uint32(static_cast<uint32_t>(v)); };
-  return {{"general.architecture", GgufValue::of_string("llama")},
-          {"general.name", GgufValue::of_string(name)},
-          {"llama.vocab_size", u32(p.n_vocab)},
-          {"llama.context_length", u32(p.n_ctx_train)},
-          {"llama.embedding_length", u32(p.n_embd)},
-          {"llama.block_count", u32(p.n_layer)},
-          {"llama.feed_forward_length", u32(p.n_ff)},
-          {"llama.rope.dimension_count", u32(p.head_dim())},
-          {"llama.attention.head_count", u32(p.n_head)},
-          {"llama.attention.head_count_kv", u32(p.n_head_kv)},
-          {"llama.attention.layer_norm_rms_epsilon", GgufValue::of_float32(p.rms_eps)},
-          {"llama.rope.freq_base", GgufValue::of_float32(p.rope_base)}};
+  std::vector<GgufKeyValue> metadata = {{"general.architecture", GgufValue::of_string(family.gguf_arch)},
+                                        {"general.name", GgufValue::of_string(name)},
+                                        {k + "vocab_size", u32(p.n_vocab)},
+                                        {k + "context_length", u32(p.n_ctx_train)},
+                                        {k + "embedding_length", u32(p.n_embd)},
+                                        {k + "block_count", u32(p.n_layer)},
+                                        {k + "feed_forward_length", u32(p.n_ff)},
+                                        {k + "rope.dimension_count", u32(p.head_dim())},
+                                        {k + "attention.head_count", u32(p.n_head)},
+                                        {k + "attention.head_count_kv", u32(p.n_head_kv)},
+                                        {k + "attention.key_length", u32(p.head_dim())},
+                                        {k + "attention.value_length", u32(p.head_dim())},
+                                        {k + "attention.layer_norm_rms_epsilon", GgufValue::of_float32(p.rms_eps)},
+                                        {k + "rope.freq_base", GgufValue::of_float32(p.rope_base)}};
+  if (p.rope_scale != 1.0f) {
+    metadata.push_back({k + "rope.scaling.type", GgufValue::of_string("linear")});
+    metadata.push_back({k + "rope.scaling.factor", GgufValue::of_float32(1.0f / p.rope_scale)});
+  }
+  if (family.write_gguf) family.write_gguf(p, metadata);
+  return metadata;
+}
+
+// Llama 3.x's rope factors as the tensor llama.cpp reads them (rope_freqs.weight, F32), when the
+// model has them: a GGUF source's or those an HF config's llama3 rope_scaling implies.
+std::optional<OutputTensor> rope_freqs_tensor(const LlamaParams& p) {
+  if (p.rope_factors.empty()) return std::nullopt;
+  OutputTensor t;
+  t.name = "rope_freqs.weight";
+  t.dtype = DType::F32;
+  t.shape = {static_cast<int64_t>(p.rope_factors.size())};
+  t.fill = [factors = p.rope_factors](std::byte* dst) -> Status {
+    std::memcpy(dst, factors.data(), factors.size() * sizeof(float));
+    return ok_status();
+  };
+  return t;
 }
 
 }  // namespace
@@ -186,7 +222,7 @@ Status write_model_gguf(const std::string& path, const TensorsToWrite& model, co
   } else {
     std::string name = std::filesystem::path(source.path()).filename().string();
     if (name.empty()) name = std::filesystem::path(source.path()).parent_path().filename().string();
-    metadata = llama_metadata(model.params, name);
+    metadata = family_metadata(model.params, name);
     if (!source.tokenizer_json().empty()) {
       auto tokenizer = Tokenizer::from_hf_json(source.tokenizer_json());
       if (!tokenizer.ok()) return tokenizer.error();
@@ -201,9 +237,13 @@ Status write_model_gguf(const std::string& path, const TensorsToWrite& model, co
     }
   }
   if (!has_file_type) metadata.push_back({"general.file_type", GgufValue::of_uint32(*file_type)});
+  auto expected = model_source::expected_tensors(model.params);
+  std::optional<OutputTensor> freqs = rope_freqs_tensor(model.params);
+  if (freqs) expected.emplace_back(freqs->name, freqs->shape);
   std::vector<OutputTensor> tensors;
-  for (const auto& [name, shape] : in_source_order(model_source::expected_tensors(model.params), source)) {
-    tensors.push_back(output_tensor(path, model, name, name, shape, 0, options.dtype));
+  for (const auto& [name, shape] : in_source_order(std::move(expected), source)) {
+    if (freqs && name == freqs->name) tensors.push_back(*freqs);
+    else tensors.push_back(output_tensor(path, model, name, name, shape, false, options.dtype));
   }
   write_options.on_tensor = options.on_tensor;
   return write_gguf(path, metadata, tensors, write_options);
@@ -222,8 +262,8 @@ Status write_model_hf_weights(const std::string& path, const TensorsToWrite& mod
   std::vector<OutputTensor> tensors;
   for (const auto& [name, shape] : model_source::expected_tensors(model.params)) {
     const auto hf = hf_tensor_name(name, model.params);
-    if (!hf) return Error(path + ": tensor '" + name + "' has no Hugging Face llama name");
-    tensors.push_back(output_tensor(path, model, name, hf->first, shape, hf->second, options.dtype));
+    if (!hf) return Error(path + ": tensor '" + name + "' has no Hugging Face " + model.params.arch + " name");
+    tensors.push_back(output_tensor(path, model, name, hf->first, shape, true, options.dtype));
   }
   WriteOptions write_options;
   write_options.on_tensor = options.on_tensor;

@@ -1,9 +1,11 @@
-// write_model_hf: a LlamaModel saved as a Hugging Face llama folder (config.json, model.safetensors,
+// write_model_hf: a LlamaModel saved as a Hugging Face folder of its family (config.json, model.safetensors,
 // tokenizer files), built in a temporary folder beside the target and renamed into place only when
 // complete (docs/design.md sections 10.12 and 11.1).
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <charconv>
 #include <cstring>
 #include <filesystem>
@@ -19,6 +21,8 @@
 #include "nmkit/files.h"
 #include "nmkit/gguf.h"
 #include "nmkit/model_write.h"
+
+#include "model/family.h"
 
 namespace nmkit {
 namespace {
@@ -64,10 +68,52 @@ Status write_text(const std::string& path, const std::string& content) {
   return file->commit();
 }
 
-// config.json for a GGUF source: transformers' LlamaConfig fields from the parameters.
-std::string config_json(const LlamaParams& p, DType dtype, const HfTokenizerFiles* tokens) {
-  ojson c{{"architectures", {"LlamaForCausalLM"}},
-          {"model_type", "llama"},
+// config.json's rope_scaling of a llama3 scaling from its factors (rope_freqs.weight), when one gives
+// them back to float precision; nullopt otherwise. factor: the largest; low_freq_factor 1 (every Llama
+// 3.x's); high_freq_factor and the original context from two factors between 1 and `factor`, whose
+// smooth = (1/f - 1/factor) / (1 - 1/factor) = (context / wavelen - 1) / (high - 1) is linear in
+// both, else Llama 3.x's 4 and 8192.
+std::optional<ojson> llama3_scaling(const LlamaParams& p) {
+  const std::vector<float>& f = p.rope_factors;
+  const double factor = *std::max_element(f.begin(), f.end());
+  double high = 4, old_context = 8192;
+  std::vector<std::pair<double, double>> smooth;  // (1 / wavelen, smooth)
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (!(f[i] > 1.0f + 1e-6f && f[i] < factor * (1 - 1e-6))) continue;
+    const float freq = 1.0f / std::pow(p.rope_base, static_cast<float>(2 * i) / static_cast<float>(p.head_dim()));
+    const double s = (1 / static_cast<double>(f[i]) - 1 / factor) / (1 - 1 / factor);
+    smooth.emplace_back(static_cast<double>(freq) / (2 * M_PI), s);
+  }
+  if (smooth.size() >= 2) {  // s (high - 1) - context / wavelen = -1 at two points
+    const auto [x1, s1] = smooth.front();
+    const auto [x2, s2] = smooth.back();
+    const double det = -s1 * x2 + s2 * x1;
+    if (det == 0) return std::nullopt;
+    const double a = (x2 - x1) / det;  // high - 1
+    old_context = static_cast<double>(std::llround((s1 * a + 1) / x1));
+    high = 1 + std::round(a * 1e6) / 1e6;
+  }
+  for (size_t i = 0; i < f.size(); ++i) {
+    const double expect = model::llama3_rope_factor(p, static_cast<int64_t>(i), factor, 1, high, old_context);
+    if (std::fabs(expect - f[i]) > 1e-5 * expect) return std::nullopt;
+  }
+  return ojson{{"rope_type", "llama3"}, {"factor", factor}, {"low_freq_factor", 1.0}, {"high_freq_factor", high},
+               {"original_max_position_embeddings", static_cast<int64_t>(old_context)}};
+}
+
+// config.json for a GGUF source: transformers' config fields of the model's family from the parameters.
+Result<std::string> config_json(const LlamaParams& p, DType dtype, const HfTokenizerFiles* tokens) {
+  const model::Family& family = model::family_of(p);
+  ojson scaling;  // null: none
+  if (!p.rope_factors.empty()) {
+    auto llama3 = llama3_scaling(p);
+    if (!llama3) return Error("rope_freqs.weight holds factors of no llama3 rope scaling config.json can state");
+    scaling = *llama3;
+  } else if (p.rope_scale != 1.0f) {
+    scaling = ojson{{"rope_type", "linear"}, {"factor", shortest(1.0f / p.rope_scale)}};
+  }
+  ojson c{{"architectures", {family.hf_class}},
+          {"model_type", family.hf_model_type},
           {"vocab_size", p.n_vocab},
           {"hidden_size", p.n_embd},
           {"intermediate_size", p.n_ff},
@@ -75,15 +121,14 @@ std::string config_json(const LlamaParams& p, DType dtype, const HfTokenizerFile
           {"num_attention_heads", p.n_head},
           {"num_key_value_heads", p.n_head_kv},
           {"head_dim", p.head_dim()},
-          {"hidden_act", "silu"},
+          {"hidden_act", family.hf_activation},
           {"max_position_embeddings", p.n_ctx_train},
           {"rms_norm_eps", shortest(p.rms_eps)},
           {"rope_theta", shortest(p.rope_base)},
-          {"rope_scaling", nullptr},
-          {"attention_bias", false},
-          {"mlp_bias", false},
+          {"rope_scaling", scaling},
           {"tie_word_embeddings", p.tied_output},
           {"torch_dtype", torch_dtype(dtype)}};
+  if (family.write_hf) family.write_hf(p, c);
   if (tokens != nullptr) {
     if (tokens->bos >= 0) c["bos_token_id"] = tokens->bos;
     if (tokens->eos >= 0) c["eos_token_id"] = tokens->eos;
@@ -122,32 +167,32 @@ Status check_hf_output_folder(const std::string& dir_given) {
   return ok_status();
 }
 
+namespace {
+
+// The model's tensor of GGUF name `gguf`, or nullopt.
+std::optional<model::ModelTensorName> find_tensor_name(const std::string& gguf, const LlamaParams& p) {
+  for (model::ModelTensorName& t : model::model_tensor_names(p)) {
+    if (t.gguf == gguf) return std::move(t);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<std::pair<std::string, int64_t>> hf_tensor_name(const std::string& gguf, const LlamaParams& p) {
-  static const std::map<std::string, std::string> top = {{"token_embd.weight", "model.embed_tokens.weight"},
-                                                         {"output_norm.weight", "model.norm.weight"},
-                                                         {"output.weight", "lm_head.weight"}};
-  if (const auto it = top.find(gguf); it != top.end()) return std::make_pair(it->second, int64_t{0});
-  static const std::map<std::string, std::string> block = {
-      {"attn_norm", "input_layernorm"},   {"attn_q", "self_attn.q_proj"},      {"attn_k", "self_attn.k_proj"},
-      {"attn_v", "self_attn.v_proj"},     {"attn_output", "self_attn.o_proj"}, {"ffn_norm", "post_attention_layernorm"},
-      {"ffn_gate", "mlp.gate_proj"},      {"ffn_up", "mlp.up_proj"},           {"ffn_down", "mlp.down_proj"}};
-  const std::string_view prefix = "blk.", suffix = ".weight";
-  if (gguf.size() <= prefix.size() + suffix.size() || gguf.compare(0, prefix.size(), prefix) != 0 ||
-      gguf.compare(gguf.size() - suffix.size(), suffix.size(), suffix) != 0) {
-    return std::nullopt;
+  const auto t = find_tensor_name(gguf, p);
+  if (!t) return std::nullopt;
+  return std::make_pair(t->hf, t->permute_heads);
+}
+
+std::optional<NamedTensor> hf_tensor_from_gguf(const NamedTensor& gguf, const LlamaParams& p) {
+  const auto t = find_tensor_name(gguf.name, p);
+  if (!t) return std::nullopt;
+  Tensor rows = t->permute_heads > 0 ? hf_rows_from_gguf(gguf.tensor, t->permute_heads) : Tensor::copy_of(gguf.tensor.view());
+  if (t->plus_one) {  // Gemma's RMSNorm adds the 1 at run time (docs/design.md 11.8)
+    for (int64_t i = 0; i < rows.numel(); ++i) rows.as<float>()[i] -= 1.0f;
   }
-  const std::string rest = gguf.substr(prefix.size(), gguf.size() - prefix.size() - suffix.size());
-  const size_t dot = rest.find('.');
-  if (dot == 0 || dot == std::string::npos || dot > 9) return std::nullopt;
-  int64_t b = 0;
-  for (size_t i = 0; i < dot; ++i) {
-    if (rest[i] < '0' || rest[i] > '9') return std::nullopt;
-    b = b * 10 + (rest[i] - '0');
-  }
-  const auto it = block.find(rest.substr(dot + 1));
-  if (it == block.end() || b >= p.n_layer) return std::nullopt;
-  const int64_t heads = it->first == "attn_q" ? p.n_head : it->first == "attn_k" ? p.n_head_kv : 0;
-  return std::make_pair("model.layers." + std::to_string(b) + "." + it->second + ".weight", heads);
+  return NamedTensor{t->hf, std::move(rows)};
 }
 
 Tensor hf_rows_from_gguf(const Tensor& t, int64_t heads) {
@@ -188,10 +233,17 @@ Status write_model_hf(const std::string& dir_given, const TensorsToWrite& tensor
   std::string config;
   std::vector<std::pair<std::string, std::string>> copied;  // name, bytes
   if (const GgufFile* gguf = source.gguf()) {
-    auto files = hf_tokenizer_files(*gguf, p.n_ctx_train);
-    if (!files.ok()) return files.error();
-    tokens.emplace(std::move(*files));
-    config = config_json(p, options.dtype, &*tokens);
+    // A SentencePiece vocabulary (Gemma's) has no tokenizer.json writer yet, and a file may have no
+    // tokenizer: the folder then holds the model without tokenizer files.
+    const GgufValue* model_type = gguf->find_key("tokenizer.ggml.model");
+    if (model_type != nullptr && model_type->string != "llama") {
+      auto files = hf_tokenizer_files(*gguf, p.n_ctx_train);
+      if (!files.ok()) return files.error();
+      tokens.emplace(std::move(*files));
+    }
+    auto written = config_json(p, options.dtype, tokens ? &*tokens : nullptr);
+    if (!written.ok()) return written.error().with_context(dir + ": ");
+    config = std::move(*written);
   } else {
     const std::string src_config = source.path() + "/config.json";
     auto text = read_file(src_config);

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "nmkit/format.h"
+
 namespace nmkit {
 
 // The INT8 epilogue, exactly: the int32 sum converted to f32 (round to nearest even), times the
@@ -20,5 +22,11 @@ inline float int8_epilogue(int32_t acc, float x_scale, float w_scale) {
 // checked to fit int32 as the kernels' accumulators must).
 void ref_int8_linear(const int8_t* qx, const float* sx, int64_t M, int64_t K, const int8_t* qw, const float* sw,
                      int64_t rows, const float* bias, float* y);
+
+// The same for an INT8 weight in the nm format (docs/design.md 4.3): `weight` holds I8 codes as its
+// values and the keep:group bitmask, the products taken straight from the format (the k-th set mask
+// bit of a row names the column of its k-th value); sw [rows] its per-row scales.
+void ref_int8_nm_linear(const int8_t* qx, const float* sx, int64_t M, const NMPacked& weight, const float* sw,
+                        const float* bias, float* y);
 
 }  // namespace nmkit

@@ -295,7 +295,9 @@ TEST_F(PruneToHf, FailureMidWriteLeavesNoFolderAndStaleTemporariesGo) {
   ::close(fd);
 }
 
-TEST_F(PruneToHf, UnsupportedTokenizerWritesNothing) {
+// A SentencePiece vocabulary has no tokenizer.json writer (docs/design.md 11.8): the folder holds
+// the model without tokenizer files.
+TEST_F(PruneToHf, SentencePieceVocabularyWritesTheModelWithoutTokenizer) {
   const LlamaParams p = params();
   write_tiny_gguf(path("spm.gguf"), p, "llama");
   auto source = ModelSource::open(path("spm.gguf"));
@@ -305,9 +307,10 @@ TEST_F(PruneToHf, UnsupportedTokenizerWritesNothing) {
   auto model = LlamaModel::build(source->params(), source->loader(), options);
   ASSERT_TRUE(model.ok());
   const Status st = write_model_hf(path("out"), *model, *source);
-  ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.error().message().find("tokenizer.ggml.model 'llama'"), std::string::npos) << st.error().message();
-  EXPECT_FALSE(fs::exists(path("out")));
+  ASSERT_TRUE(st.ok()) << st.error().message();
+  EXPECT_TRUE(fs::exists(path("out/config.json")));
+  EXPECT_TRUE(fs::exists(path("out/model.safetensors")));
+  EXPECT_FALSE(fs::exists(path("out/tokenizer.json")));
   EXPECT_TRUE(no_temporaries());
   const Status file = write_model_hf(path("spm.gguf"), *model, *source);  // a file, not a folder
   ASSERT_FALSE(file.ok());

@@ -11,7 +11,7 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 for object in "$@"; do
   name=$(basename "$object")
   case $name in
-    sparse_gemm_int8_sm80.cu.o) archs="sm_80 sm_90"; mma="IMMA.SP" ;;
+    sparse_gemm_int8_sm80*.cu.o) archs="sm_80 sm_90"; mma="IMMA.SP" ;;
     sparse_gemm_e4m3_sm89.cu.o) archs="sm_89"; mma="QMMA.SP" ;;
     quant_lift.cu.o|epilogue.cu.o) archs="sm_80 sm_90"; mma="" ;;
     *) continue ;;

@@ -1,6 +1,7 @@
 // The host-side padding of CudaSparseLinear's weights (src/cuda/weight_padding.h): the widened
 // sparse24 decompresses to the weight with zero columns appended, validates as a cutlass_sm80
-// layout of whole 128-K tiles, and the widened codes keep every row's bytes.
+// layout of whole 128-K tiles, and the widened codes keep every row's bytes with zero rows and
+// columns added.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -42,10 +43,13 @@ TEST(WeightPadding, WidenedSparse24IsTheWeightWithZeroColumns) {
     const Status valid = validate(*layout, "w");
     EXPECT_TRUE(valid.ok()) << valid.error().message();
 
-    const Tensor codes = cuda::pad_codes(narrow_dense, K_new);
-    ASSERT_EQ(codes.cols(), K_new);
-    for (int64_t r = 0; r < 16; ++r) {
-      ASSERT_EQ(0, std::memcmp(codes.as<uint8_t>() + r * K_new, narrow_dense.as<uint8_t>() + r * K, static_cast<size_t>(K)));
+    const Tensor codes = cuda::pad_codes(narrow_dense, K_new, 32);
+    ASSERT_EQ(codes.shape(), (Shape{32, K_new}));
+    for (int64_t r = 0; r < 32; ++r) {
+      for (int64_t k = 0; k < K_new; ++k) {
+        const uint8_t want = r < 16 && k < K ? narrow_dense.as<uint8_t>()[r * K + k] : 0;
+        ASSERT_EQ(codes.as<uint8_t>()[r * K_new + k], want) << "row " << r << ", column " << k;
+      }
     }
   }
 }

@@ -61,7 +61,7 @@ Tensor pruned_weight(int64_t rows, int64_t K, Pattern pattern, uint64_t seed) {
   return Tensor::from_f32(w, {rows, K});
 }
 
-enum class Form { Dense, Sparse24, Slid };
+enum class Form { Dense, Sparse24, Slid, NM };
 
 void run_case(Form form, Pattern pattern, const Shape3& s, uint64_t seed, bool with_bias) {
   const std::string what = "M=" + std::to_string(s.M) + " K=" + std::to_string(s.K) + " rows=" + std::to_string(s.rows) +
@@ -81,24 +81,24 @@ void run_case(Form form, Pattern pattern, const Shape3& s, uint64_t seed, bool w
       auto packed = compress_sparse24(w.view(), "w");
       ASSERT_TRUE(packed.ok()) << packed.error().message();
       layer = SparseLinear::sparse24(*packed, options);
-    } else {
+    } else if (form == Form::Slid) {
       auto slid = nmkit::slide(w.view(), pattern, 32, "w");
       ASSERT_TRUE(slid.ok()) << slid.error().message();
       layer = SparseLinear::slid(slid->weight.view(), slid->geometry, options);
+    } else {
+      auto nm = compress_nm(w.view(), pattern, "w");
+      ASSERT_TRUE(nm.ok()) << nm.error().message();
+      layer = SparseLinear::nm(*nm, options);
     }
     ASSERT_TRUE(layer.ok()) << layer.error().message();
-    // A slid weight names the form a call of M tokens runs: its unslid codes from 8 tokens on nmkit's
-    // kernels, from 4 on oneDNN; a sparse24 weight on a tier without INT8 tiles (below AVX-512) its
-    // codes packed dense from 4 tokens on rows of at most 1024, from 16 on longer ones (docs/design.md
-    // 8.4; the plan's thresholds).
+    // A slid weight names the route a call of M tokens runs: its 2:4 kernel, then from 8 tokens tiles
+    // under nmkit's dense kernel, or from 4 panels under oneDNN's GEMM (the plan's thresholds).
     const std::string name = layer->kernel_name(s.M);
     const bool on_onednn = name.find("onednn") != std::string::npos;
     EXPECT_TRUE(!on_onednn || s.M >= 4) << name;
-    const bool sparse24_as_dense = form == Form::Sparse24 && *active_tier() != IsaTier::Avx512 && !on_onednn &&
-                                   s.M >= (s.K <= 1024 ? 4 : 16);
-    EXPECT_EQ(name.find(" as dense") != std::string::npos,
-              (form == Form::Slid && (s.M >= 8 || on_onednn)) || sparse24_as_dense)
-        << name;
+    if (form == Form::Slid) {
+      EXPECT_EQ(name.find(" tiles") != std::string::npos, s.M >= 8 && !on_onednn) << name;
+    }
     std::vector<float> bias;
     if (with_bias) {
       bias = random_floats(static_cast<size_t>(s.rows), seed + 2);
@@ -111,6 +111,18 @@ void run_case(Form form, Pattern pattern, const Shape3& s, uint64_t seed, bool w
     std::vector<float> expected(static_cast<size_t>(s.M * s.rows));
     ref_int8_linear(qx.codes.as<int8_t>(), qx.scales.as<float>(), s.M, s.K, qw.codes.as<int8_t>(),
                     qw.scales.as<float>(), s.rows, with_bias ? bias.data() : nullptr, expected.data());
+    if (form == Form::NM) {
+      // The nm reference, on the format itself (its codes: the values quantized per row), agrees.
+      auto nm = compress_nm(w.view(), pattern, "w");
+      ASSERT_TRUE(nm.ok());
+      NMPacked codes = std::move(*nm);
+      const Quantized qv = ref_quantize(codes.values.view(), QuantType::Int8);
+      codes.values = Tensor::copy_of(qv.codes.view());
+      std::vector<float> from_nm(expected.size());
+      ref_int8_nm_linear(qx.codes.as<int8_t>(), qx.scales.as<float>(), s.M, codes, qv.scales.as<float>(),
+                         with_bias ? bias.data() : nullptr, from_nm.data());
+      ASSERT_EQ(std::memcmp(from_nm.data(), expected.data(), expected.size() * 4), 0) << "the two references differ";
+    }
     std::vector<float> y(expected.size(), std::numeric_limits<float>::quiet_NaN());
     ASSERT_TRUE(layer->apply(x.as<float>(), s.M, y.data()).ok());
     int failures = 0;
@@ -160,11 +172,29 @@ TEST(LinearInt8, SlidBitExact) {
   }
 }
 
+// INT8 nm (the decode form of 6:8 and other keep:group): every group size up to 16, groups dividing
+// the 64-K mask words and not (their superchunks span several words), keep 1 to group-1, against
+// both references (the dense codes and the nm format's own), on every shape and tier.
+TEST(LinearInt8, NMBitExact) {
+  if (!tier_available()) GTEST_SKIP() << "tier not supported here";
+  uint64_t seed = 8000;
+  const std::vector<Pattern> patterns{{6, 8}, {2, 4}, {4, 8}, {1, 4}, {4, 6}, {3, 7}, {8, 10}, {14, 16}, {5, 16}};
+  size_t i = 0;
+  for (const auto& pattern : patterns) {
+    // Every pattern meets a third of the shapes; together they cover all of them.
+    for (size_t j = i % 3; j < shapes().size(); j += 3) {
+      ++seed;
+      run_case(Form::NM, pattern, shapes()[j], seed, seed % 2 == 0);
+    }
+    ++i;
+  }
+}
+
 TEST(LinearInt8, LargestCodesDoNotOverflow) {
   // All codes at +-127 with K = 4097: |sum| = 127 * 127 * 4097, and the VNNI form adds 128 * 127 * K.
   if (!tier_available()) GTEST_SKIP() << "tier not supported here";
   const int64_t rows = 5, K = 4097;
-  for (const int64_t M : {2, 64}) {  // nmkit's 2:4 kernel, then row lanes on AVX-512
+  for (const int64_t M : {2, 64}) {  // nmkit's 2:4 kernel, then tiles or panels
     SCOPED_TRACE("M=" + std::to_string(M));
     std::vector<float> wv(static_cast<size_t>(rows * K)), xv(static_cast<size_t>(M * K));
     for (size_t i = 0; i < wv.size(); ++i) wv[i] = (i % 4 < 2) ? ((i / 7) % 2 ? 1.0f : -1.0f) : 0.0f;
@@ -190,80 +220,39 @@ TEST(LinearInt8, LargestCodesDoNotOverflow) {
   }
 }
 
-TEST(LinearInt8, SlidUnslidFormBuiltOnceAndFollowsTheBias) {
-  // Two threads make the first many-token call of a slid layer at once (one builds the unslid codes),
-  // then a bias set after that build must reach them too; every result bit-exact.
+TEST(LinearInt8, SlidManyTokenCallsOnTwoThreadsFollowTheBias) {
+  // Two threads make many-token calls of a slid layer at once (each decompresses rows into its own
+  // scratch), then a bias set after them must reach the next calls too; every result bit-exact, on
+  // the plan's route and on nmkit's own kernels.
   if (!tier_available()) GTEST_SKIP() << "tier not supported here";
   const int64_t rows = 37, K = 300, M = 24;
   const Tensor w = pruned_weight(rows, K, {6, 8}, 4242);
   const Tensor x = random_tensor(DType::F32, {M, K}, 4243, -3.0f, 3.0f);
   auto slid = nmkit::slide(w.view(), Pattern{6, 8}, 32, "w");
   ASSERT_TRUE(slid.ok());
-  auto layer = SparseLinear::slid(slid->weight.view(), slid->geometry);
-  ASSERT_TRUE(layer.ok());
   const Quantized qx = ref_quantize(x.view(), QuantType::Int8);
   const Quantized qw = ref_quantize(w.view(), QuantType::Int8);
   const std::vector<float> bias = random_floats(static_cast<size_t>(rows), 4244);
-  for (bool with_bias : {false, true}) {
-    if (with_bias) {
-      ASSERT_TRUE(layer->set_bias(Tensor::from_f32(bias, {rows}).view()).ok());
-    }
-    std::vector<float> expected(static_cast<size_t>(M * rows));
-    ref_int8_linear(qx.codes.as<int8_t>(), qx.scales.as<float>(), M, K, qw.codes.as<int8_t>(),
-                    qw.scales.as<float>(), rows, with_bias ? bias.data() : nullptr, expected.data());
-    std::vector<float> y0(expected.size(), NAN), y1(expected.size(), NAN);
-    std::thread other([&] { EXPECT_TRUE(layer->apply(x.as<float>(), M, y1.data()).ok()); });
-    EXPECT_TRUE(layer->apply(x.as<float>(), M, y0.data()).ok());
-    other.join();
-    EXPECT_EQ(std::memcmp(y0.data(), expected.data(), y0.size() * 4), 0) << "bias " << with_bias;
-    EXPECT_EQ(std::memcmp(y1.data(), expected.data(), y1.size() * 4), 0) << "bias " << with_bias;
-  }
-}
-
-// The row-lane form of a sparse24 weight (AVX-512, linear/linear_row_lanes.h): rows around the
-// 16-row groups, K around the 64-wide windows and the 128- and 64-wide records of the source layout
-// (K = 4, 60 and 64: one window and one 64-K record; 200: four windows, two 128-K records; 1000:
-// 16 windows, eight 128-K records), token counts around the kernel's 12-token blocks,
-// all on short rows, where the plan takes row lanes from 4 tokens (3 still run nmkit's 2:4 kernel);
-// on the other tiers the same calls run their own routes. The form is built by the first call, so a
-// bias set afterwards must reach it too. Every Y bit-exact.
-TEST(LinearInt8, Sparse24RowLanesBitExactAndFollowTheBias) {
-  if (!tier_available()) GTEST_SKIP() << "tier not supported here";
-  const bool avx512 = *active_tier() == IsaTier::Avx512;
-  uint64_t seed = 6500;
-  for (const int64_t rows : {1, 15, 17, 40}) {
-    for (const int64_t K : {4, 60, 64, 200, 1000}) {
-      const int64_t M = std::vector<int64_t>{4, 8, 13, 25, 64}[static_cast<size_t>(++seed % 5)];
-      SCOPED_TRACE("M=" + std::to_string(M) + " K=" + std::to_string(K) + " rows=" + std::to_string(rows) + " " +
-                   seed_trace(seed));
-      const Tensor w = pruned_weight(rows, K, {2, 4}, seed);
-      const Tensor x = random_tensor(DType::F32, {M, K}, seed + 1, -3.0f, 3.0f);
-      auto packed = compress_sparse24(w.view(), "w");
-      ASSERT_TRUE(packed.ok()) << packed.error().message();
-      LinearOptions options;
-      options.int8 = true;
-      auto layer = SparseLinear::sparse24(*packed, options);
-      ASSERT_TRUE(layer.ok()) << layer.error().message();
-      EXPECT_EQ(layer->kernel_name(M).find("row lanes") != std::string::npos, avx512) << layer->kernel_name(M);
-      EXPECT_EQ(layer->kernel_name(3).find("row lanes"), std::string::npos) << layer->kernel_name(3);
-      const Quantized qx = ref_quantize(x.view(), QuantType::Int8);
-      const Quantized qw = ref_quantize(w.view(), QuantType::Int8);
-      const std::vector<float> bias = random_floats(static_cast<size_t>(rows), seed + 2);
-      for (bool with_bias : {false, true}) {
-        if (with_bias) {
-          ASSERT_TRUE(layer->set_bias(Tensor::from_f32(bias, {rows}).view()).ok());
-        }
-        std::vector<float> expected(static_cast<size_t>(M * rows));
-        ref_int8_linear(qx.codes.as<int8_t>(), qx.scales.as<float>(), M, K, qw.codes.as<int8_t>(),
-                        qw.scales.as<float>(), rows, with_bias ? bias.data() : nullptr, expected.data());
-        std::vector<float> y(expected.size(), NAN);
-        ASSERT_TRUE(layer->apply(x.as<float>(), M, y.data()).ok());
-        for (size_t i = 0; i < y.size(); ++i) {
-          ASSERT_EQ(std::memcmp(&y[i], &expected[i], 4), 0)
-              << "Y[" << i / static_cast<size_t>(rows) << ", " << i % static_cast<size_t>(rows) << "] = " << y[i]
-              << ", reference " << expected[i] << ", bias " << with_bias;
-        }
+  for (bool onednn : {true, false}) {
+    LinearOptions options;
+    options.onednn = onednn;
+    auto layer = SparseLinear::slid(slid->weight.view(), slid->geometry, options);
+    ASSERT_TRUE(layer.ok());
+    const std::string name = layer->kernel_name(M);
+    EXPECT_TRUE(name.find(" onednn") != std::string::npos || name.find(" tiles") != std::string::npos) << name;
+    for (bool with_bias : {false, true}) {
+      if (with_bias) {
+        ASSERT_TRUE(layer->set_bias(Tensor::from_f32(bias, {rows}).view()).ok());
       }
+      std::vector<float> expected(static_cast<size_t>(M * rows));
+      ref_int8_linear(qx.codes.as<int8_t>(), qx.scales.as<float>(), M, K, qw.codes.as<int8_t>(),
+                      qw.scales.as<float>(), rows, with_bias ? bias.data() : nullptr, expected.data());
+      std::vector<float> y0(expected.size(), NAN), y1(expected.size(), NAN);
+      std::thread other([&] { EXPECT_TRUE(layer->apply(x.as<float>(), M, y1.data()).ok()); });
+      EXPECT_TRUE(layer->apply(x.as<float>(), M, y0.data()).ok());
+      other.join();
+      EXPECT_EQ(std::memcmp(y0.data(), expected.data(), y0.size() * 4), 0) << layer->kernel_name(M) << " bias " << with_bias;
+      EXPECT_EQ(std::memcmp(y1.data(), expected.data(), y1.size() * 4), 0) << layer->kernel_name(M) << " bias " << with_bias;
     }
   }
 }
@@ -314,7 +303,10 @@ TEST(LinearInt8, Errors) {
   const Tensor w = pruned_weight(3, 16, {2, 4}, 1);
   auto nm = compress_nm(w.view(), {2, 4}, "w");
   ASSERT_TRUE(nm.ok());
-  EXPECT_FALSE(SparseLinear::nm(*nm, options).ok());
+  EXPECT_TRUE(SparseLinear::nm(*nm, options).ok());
+  auto wide_group = compress_nm(pruned_weight(3, 64, {3, 32}, 3).view(), {3, 32}, "w");
+  ASSERT_TRUE(wide_group.ok());
+  EXPECT_FALSE(SparseLinear::nm(*wide_group, options).ok());  // groups up to 16
   auto slid = nmkit::slide(pruned_weight(3, 16, {6, 8}, 2).view(), Pattern{6, 8}, 32, "w");
   ASSERT_TRUE(slid.ok());
   const Tensor cut = Tensor::zeros(DType::F32, {3, 8});
@@ -327,10 +319,9 @@ TEST(LinearInt8, Errors) {
   EXPECT_FALSE(layer->apply(x.data(), 1, y.data()).ok());  // the quantizer rejects infinities
 }
 
-// The INT8 tile of a sparse24 weight (the dense INT8 layout, cpu/linear_common.h int8_chunk_offset),
-// from the tier's kernel and from the portable decompression, equals the weight's codes: K = 4, 36
-// and 4097 end with a 64-K record and a 64-wide tile chunk, 100 and 200 with 128-K ones. The plan
-// reaches the tier's tile kernel only on a tier without row lanes, so it is called directly.
+// The dense INT8 rows of a sparse24 weight's row blocks (tiles and panels), from the tier's kernel
+// and from the portable decompression, equal the weight's codes, zero past K, at a row stride wider
+// than the rows: K = 4, 36 and 4097 end with a 64-K record, 100 and 200 with 128-K ones.
 TEST(LinearInt8, Sparse24TileHoldsTheCodes) {
   if (!tier_available()) GTEST_SKIP() << "tier not supported here";
   const cpu::TileI8Fn tile_kernel = cpu::kernels_for(*active_tier()).linear.sparse24_i8_tile;
@@ -349,24 +340,25 @@ TEST(LinearInt8, Sparse24TileHoldsTheCodes) {
       const cpu::PackedLinear& pl = **packed;
       ASSERT_EQ(pl.K_x, (K + 63) / 64 * 64);
       const Quantized codes = ref_quantize(w.view(), QuantType::Int8);
-      std::vector<int8_t> portable(cpu::tile_bytes(pl)), fast(portable.size());
+      const int64_t ld = pl.K_x + 5;
+      std::vector<int8_t> portable(static_cast<size_t>(cpu::kLinearRowBlock * ld)), fast(portable.size());
       int64_t nonzero = 0;
       for (int64_t b = 0; b < pl.row_blocks; ++b) {
         std::fill(portable.begin(), portable.end(), int8_t{99});
-        cpu::decompress_block(pl, b, portable.data());
+        cpu::decompress_block(pl, b, DType::I8, portable.data(), ld);
         for (int r = 0; r < cpu::kLinearRowBlock; ++r) {
           const int64_t row = b * cpu::kLinearRowBlock + r;
           for (int64_t k = 0; k < pl.K_x; ++k) {
-            const int8_t got = portable[static_cast<size_t>(
-                cpu::int8_chunk_offset(pl.K_x, k / cpu::kLinearChunkInt8, r) + k % cpu::kLinearChunkInt8)];
+            const int8_t got = portable[static_cast<size_t>(r * ld + k)];
             const int8_t want = row < rows && k < K ? codes.codes.as<int8_t>()[row * K + k] : int8_t{0};
             ASSERT_EQ(got, want) << "row " << row << " k " << k;
             nonzero += got != 0;
           }
+          for (int64_t k = pl.K_x; k < ld; ++k) ASSERT_EQ(portable[static_cast<size_t>(r * ld + k)], 99) << "past the row";
         }
         if (tile_kernel != nullptr) {
           std::fill(fast.begin(), fast.end(), int8_t{99});
-          tile_kernel(pl, b, fast.data());
+          tile_kernel(pl, b, fast.data(), ld);
           ASSERT_EQ(std::memcmp(fast.data(), portable.data(), fast.size()), 0) << "tile of block " << b;
         }
       }

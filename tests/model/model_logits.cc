@@ -1,15 +1,17 @@
-// Test driver for tests/model/independent_forward.py: loads a llama model, runs it on the given
+// Test driver for tests/model/independent_forward.py and family_forward.py: loads a model, runs it on the given
 // tokens and writes the logits of every position (raw little-endian f32, [n, n_vocab]) so that the
 // Python side can compare them with its own numpy forward pass. Also prints the kernel of the block
 // linears, so the test knows which weight form ran.
 //
 // Usage: nmkit_model_logits MODEL TOKENS_CSV OUT [--weights f32|bf16|int8] [--pattern P]
 //          [--format dense|sparse24|nm|slid] [--mode full|decode|blocks] [--save OUT.gguf]
+//          [--save-hf DIR]
 //   MODEL: a GGUF file or Hugging Face folder (ModelSource).
 //   full:   one batched prefill of all tokens.
 //   decode: a prefill of the first half, then one token at a time against the KV cache.
 //   blocks: embed, run_block on 2 sequences (the tokens twice), head: the calibration path.
 //   --save: the model's weights (pruned on load) written as an F32 GGUF (write_model_gguf).
+//   --save-hf: the same as an F32 Hugging Face folder (write_model_hf).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -43,7 +45,7 @@ int main(int argc, char** argv) {
     while (std::getline(ss, item, ',')) tokens.push_back(static_cast<int32_t>(std::stol(item)));
   }
   ModelOptions options;
-  std::string mode = "full", save;
+  std::string mode = "full", save, save_hf;
   for (int i = 4; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--weights") {
@@ -61,6 +63,9 @@ int main(int argc, char** argv) {
     } else if (flag == "--save") {
       save = value;
       options.keep_dense_weights = true;
+    } else if (flag == "--save-hf") {
+      save_hf = value;
+      options.keep_dense_weights = true;
     } else if (flag == "--mode") {
       mode = value;
     } else {
@@ -75,6 +80,10 @@ int main(int argc, char** argv) {
   std::printf("kernel %s\n", model->linear_kernel_name(1).c_str());
   if (!save.empty()) {
     Status st = write_model_gguf(save, *model, *source, DType::F32);
+    if (!st.ok()) return fail(st.error().message());
+  }
+  if (!save_hf.empty()) {
+    Status st = write_model_hf(save_hf, *model, *source, DType::F32);
     if (!st.ok()) return fail(st.error().message());
   }
 

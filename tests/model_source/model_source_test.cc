@@ -237,11 +237,12 @@ TEST_F(ModelSourceTest, HuggingFaceTiedAndHalfPrecision) {
 }
 
 TEST_F(ModelSourceTest, UnsupportedArchitectureIsNamed) {
-  expect_error(write_gguf_model("qwen.gguf", true, llama_keys("qwen2")),
-               {"qwen.gguf", "architecture 'qwen2' is not supported", "supported: llama"});
+  // An architecture no family describes (docs/design.md 11.8), named with the list of those that run.
+  expect_error(write_gguf_model("phi.gguf", true, llama_keys("phi3")),
+               {"phi.gguf", "architecture 'phi3' is not supported", "supported: ", "llama", "gemma3"});
   nlohmann::json config = hf_config();
-  config["model_type"] = "mistral";
-  expect_error(write_hf_model("mistral", 1, config), {"config.json", "architecture 'mistral'", "supported: llama"});
+  config["model_type"] = "phi3";
+  expect_error(write_hf_model("phi", 1, config), {"config.json", "'phi3' is not supported", "supported: ", "llama"});
 }
 
 TEST_F(ModelSourceTest, MissingMetadata) {
@@ -281,8 +282,11 @@ TEST_F(ModelSourceTest, MissingAndExtraTensors) {
   expect_error(write_gguf_model("missing.gguf", false, llama_keys(), shapes), {"missing.gguf", "'blk.0.ffn_gate.weight'", "missing"});
   expect_error(write_hf_model("hfmissing", 1, hf_config(), shapes), {"hfmissing", "mlp.gate_proj", "missing"});
   shapes = gguf_shapes(false);
-  shapes["rope_freqs.weight"] = {2};
-  expect_error(write_gguf_model("extra.gguf", false, llama_keys(), shapes), {"extra.gguf", "'rope_freqs.weight'"});
+  shapes["blk.0.attn_extra.weight"] = {kEmbd, kEmbd};
+  expect_error(write_gguf_model("extra.gguf", false, llama_keys(), shapes), {"extra.gguf", "'blk.0.attn_extra.weight'"});
+  shapes = gguf_shapes(false);
+  shapes["rope_freqs.weight"] = {3};  // llama3's factors are one per rope pair: head size / 2
+  expect_error(write_gguf_model("freqs.gguf", false, llama_keys(), shapes), {"freqs.gguf", "'rope_freqs.weight'", "[3]"});
   shapes = gguf_shapes(false);
   shapes["model.layers.1.mlp.up_proj.weight"] = {kFf, kEmbd};  // a second block config.json does not have
   expect_error(write_hf_model("hfextra", 1, hf_config(), shapes), {"model.layers.1.mlp.up_proj.weight"});
@@ -307,7 +311,7 @@ TEST_F(ModelSourceTest, UnsupportedDtypesAndFeatures) {
   expect_error(dir, {"model.safetensors", "'model.norm.weight'", "I32"});
 
   nlohmann::json config = hf_config();
-  config["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
+  config["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 8.0}};
   expect_error(write_hf_model("scaled", 1, config), {"config.json", "rope_scaling", "not supported"});
   auto keys = llama_keys();
   keys.push_back({"llama.rope.scaling.type", GgufValue::of_string("yarn")});

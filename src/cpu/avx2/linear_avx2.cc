@@ -35,24 +35,43 @@ inline void store_block(const LinearCall& call, int64_t m0, int64_t b, __m256 (&
   }
 }
 
+// The first n (0..8) values at p, zero past them; nothing past them is read.
+inline __m256 load8_first(const float* p, int n) {
+  alignas(32) static constexpr int32_t kLanes[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+  const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_load_si256(reinterpret_cast<const __m256i*>(kLanes)));
+  return _mm256_maskload_ps(p, mask);
+}
+inline __m256 load8_first(const uint16_t* p, int n) {
+  alignas(16) uint16_t bits[8] = {};
+  for (int i = 0; i < n; ++i) bits[i] = p[i];
+  return load8(bits);
+}
+
+// Dense rows (cpu/linear_common.h block_rows): 8 K per step, the rows' last partial step with
+// masked loads (X is zero there, but the row's memory may end).
 template <int Mc, class T>
 void dense_block(const LinearCall& call, int64_t b, int64_t m0) {
-  const PackedLinear& w = *call.w;
-  const int64_t chunks = w.K_x / kLinearChunk;
-  const T* block = call.tile ? static_cast<const T*>(call.tile)
-                             : w.values.as<T>() + b * chunks * kLinearRowBlock * kLinearChunk;
-  const float* x = static_cast<const float*>(call.x) + m0 * w.K_x;
+  const T* rows[kLinearRowBlock];
+  block_rows(call, b, rows);
+  const int64_t width = dense_width(call), ldx = call.w->K_x;
+  const float* x = static_cast<const float*>(call.x) + m0 * ldx;
   __m256 acc[Mc][kLinearRowBlock];
   for (auto& row : acc) for (auto& a : row) a = _mm256_setzero_ps();
-  for (int64_t c = 0; c < chunks; ++c) {
-    const T* rec = block + c * kLinearRowBlock * kLinearChunk;
-    for (int q = 0; q < kLinearChunk; q += 8) {
-      __m256 xs[Mc];
-      for (int m = 0; m < Mc; ++m) xs[m] = _mm256_loadu_ps(x + m * w.K_x + c * kLinearChunk + q);
-      for (int r = 0; r < kLinearRowBlock; ++r) {
-        const __m256 wv = load8(rec + r * kLinearChunk + q);
-        for (int m = 0; m < Mc; ++m) acc[m][r] = _mm256_fmadd_ps(wv, xs[m], acc[m][r]);
-      }
+  const int64_t full = width / 8 * 8;
+  for (int64_t k = 0; k < full; k += 8) {
+    __m256 xs[Mc];
+    for (int m = 0; m < Mc; ++m) xs[m] = _mm256_loadu_ps(x + m * ldx + k);
+    for (int r = 0; r < kLinearRowBlock; ++r) {
+      const __m256 wv = load8(rows[r] + k);
+      for (int m = 0; m < Mc; ++m) acc[m][r] = _mm256_fmadd_ps(wv, xs[m], acc[m][r]);
+    }
+  }
+  if (const int tail = static_cast<int>(width - full); tail > 0) {
+    __m256 xs[Mc];
+    for (int m = 0; m < Mc; ++m) xs[m] = _mm256_loadu_ps(x + m * ldx + full);
+    for (int r = 0; r < kLinearRowBlock; ++r) {
+      const __m256 wv = load8_first(rows[r] + full, tail);
+      for (int m = 0; m < Mc; ++m) acc[m][r] = _mm256_fmadd_ps(wv, xs[m], acc[m][r]);
     }
   }
   store_block<Mc>(call, m0, b, acc);

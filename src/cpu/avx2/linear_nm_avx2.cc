@@ -2,7 +2,7 @@
 // 8-wide step of K loads 8 consecutive values, places the first popcount(mask) of them in the lanes
 // of the mask's set bits with one vpermps from a 256-entry table, and zeroes the other lanes.
 // Values are read up to 7 past the row's last one: the packed layout keeps a slack of zeros there.
-// POPCNT (added to this file's flags by src/cpu/CMakeLists.txt) keeps __builtin_popcount one instruction.
+// POPCNT (in the tier's flags, src/cpu/CMakeLists.txt) keeps __builtin_popcount one instruction.
 #include <immintrin.h>
 
 #include "cpu/linear_common.h"
@@ -97,7 +97,7 @@ void nm(const LinearCall& call) {
 }
 
 template <class T>
-void nm_tile(const PackedLinear& w, int64_t b, float* tile) {
+void nm_tile(const PackedLinear& w, int64_t b, float* dst, int64_t ld) {
   const int64_t superchunks = w.K_x / w.superchunk;
   for (int64_t c = 0; c < superchunks; ++c) {
     for (int r = 0; r < kLinearRowBlock; ++r) {
@@ -108,7 +108,7 @@ void nm_tile(const PackedLinear& w, int64_t b, float* tile) {
         const __m256 wv = expand8(bits[s], v);
         v += __builtin_popcount(bits[s]);
         const int64_t k = c * w.superchunk + 8 * s;
-        _mm256_storeu_ps(tile + (k / kLinearChunk * kLinearRowBlock + r) * kLinearChunk + k % kLinearChunk, wv);
+        _mm256_storeu_ps(dst + r * ld + k, wv);
       }
     }
   }

@@ -37,30 +37,52 @@ inline void store_block(const LinearCall& call, int64_t m0, int64_t b, __m512 (&
   }
 }
 
+// The first n (0..16) values at p, zero past them (masked: nothing past them is read).
+inline __m512 load16_first(const float* p, int n) {
+  return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p);
+}
+inline __m512 load16_first(const uint16_t* p, int n) {
+  const __m256i bits = _mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << n) - 1), p);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+}
+
+// Dense rows (cpu/linear_common.h block_rows): 32 K per step, the rows' last partial step with
+// masked loads (X is zero there, but the row's memory may end).
 template <int Mc, class T>
 void dense_block(const LinearCall& call, int64_t b, int64_t m0) {
-  const PackedLinear& w = *call.w;
-  const int64_t chunks = w.K_x / kLinearChunk;
-  const T* block = call.tile ? static_cast<const T*>(call.tile)
-                             : w.values.as<T>() + b * chunks * kLinearRowBlock * kLinearChunk;
-  const float* x = static_cast<const float*>(call.x) + m0 * w.K_x;
+  const T* rows[kLinearRowBlock];
+  block_rows(call, b, rows);
+  const int64_t width = dense_width(call), ldx = call.w->K_x;
+  const float* x = static_cast<const float*>(call.x) + m0 * ldx;
   __m512 acc[Mc][kLinearRowBlock];
   for (auto& row : acc) for (auto& a : row) a = _mm512_setzero_ps();
-  for (int64_t c = 0; c < chunks; ++c) {
+  auto step = [&](int64_t k, auto load) {
     __m512 xa[Mc], xb[Mc];
     for (int m = 0; m < Mc; ++m) {
-      xa[m] = _mm512_loadu_ps(x + m * w.K_x + c * kLinearChunk);
-      xb[m] = _mm512_loadu_ps(x + m * w.K_x + c * kLinearChunk + 16);
+      xa[m] = _mm512_loadu_ps(x + m * ldx + k);
+      xb[m] = _mm512_loadu_ps(x + m * ldx + k + 16);
     }
-    const T* rec = block + c * kLinearRowBlock * kLinearChunk;
     for (int r = 0; r < kLinearRowBlock; ++r) {
-      const __m512 wa = load16(rec + r * kLinearChunk);
-      const __m512 wb = load16(rec + r * kLinearChunk + 16);
+      __m512 wa, wb;
+      load(rows[r] + k, wa, wb);
       for (int m = 0; m < Mc; ++m) {
         acc[m][r] = _mm512_fmadd_ps(wa, xa[m], acc[m][r]);
         acc[m][r] = _mm512_fmadd_ps(wb, xb[m], acc[m][r]);
       }
     }
+  };
+  const int64_t full = width / kLinearChunk * kLinearChunk;
+  for (int64_t k = 0; k < full; k += kLinearChunk) {
+    step(k, [](const T* p, __m512& wa, __m512& wb) {
+      wa = load16(p);
+      wb = load16(p + 16);
+    });
+  }
+  if (const int tail = static_cast<int>(width - full); tail > 0) {
+    step(full, [tail](const T* p, __m512& wa, __m512& wb) {
+      wa = load16_first(p, tail < 16 ? tail : 16);
+      wb = load16_first(p + 16, tail > 16 ? tail - 16 : 0);
+    });
   }
   store_block<Mc>(call, m0, b, acc);
 }

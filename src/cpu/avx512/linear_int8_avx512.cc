@@ -50,42 +50,38 @@ inline void store_block(const LinearCall& call, int64_t m0, int64_t b, __m512i (
   }
 }
 
-// Dense rows (or an INT8 tile) in chunks of 128 K, the last one 64 wide when K_x is an odd multiple
-// of 64 (cpu/linear_common.h int8_chunk_offset).
+// Dense rows or an INT8 tile (cpu/linear_common.h block_rows, zero-padded to a multiple of 64): 128 K
+// per step, then a last step of 64 where the width is an odd multiple of 64.
 template <int Mc>
 void dense_block(const LinearCall& call, int64_t b, int64_t m0) {
-  const PackedLinear& w = *call.w;
-  const int64_t chunks = w.K_x / kLinearChunkInt8;
-  const int8_t* block = call.tile ? static_cast<const int8_t*>(call.tile)
-                                  : w.values.as<int8_t>() + b * kLinearRowBlock * w.K_x;
-  const int8_t* x = static_cast<const int8_t*>(call.x) + m0 * w.K_x;
+  const int8_t* rows[kLinearRowBlock];
+  block_rows(call, b, rows);
+  const int64_t width = dense_width(call), ldx = call.w->K_x;
+  const int8_t* x = static_cast<const int8_t*>(call.x) + m0 * ldx;
   const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
   __m512i acc[Mc][kLinearRowBlock];
   for (auto& row : acc) for (auto& a : row) a = _mm512_setzero_si512();
-  for (int64_t c = 0; c < chunks; ++c) {
+  int64_t k = 0;
+  for (; k + kLinearChunkInt8 <= width; k += kLinearChunkInt8) {
     __m512i xa[Mc], xb[Mc];
     for (int m = 0; m < Mc; ++m) {
-      xa[m] = _mm512_xor_si512(_mm512_loadu_si512(x + m * w.K_x + c * kLinearChunkInt8), sign);
-      xb[m] = _mm512_xor_si512(_mm512_loadu_si512(x + m * w.K_x + c * kLinearChunkInt8 + 64), sign);
+      xa[m] = _mm512_xor_si512(_mm512_loadu_si512(x + m * ldx + k), sign);
+      xb[m] = _mm512_xor_si512(_mm512_loadu_si512(x + m * ldx + k + 64), sign);
     }
-    const int8_t* rec = block + c * kLinearRowBlock * kLinearChunkInt8;
     for (int r = 0; r < kLinearRowBlock; ++r) {
-      const __m512i wa = _mm512_loadu_si512(rec + r * kLinearChunkInt8);
-      const __m512i wb = _mm512_loadu_si512(rec + r * kLinearChunkInt8 + 64);
+      const __m512i wa = _mm512_loadu_si512(rows[r] + k);
+      const __m512i wb = _mm512_loadu_si512(rows[r] + k + 64);
       for (int m = 0; m < Mc; ++m) {
         acc[m][r] = _mm512_dpbusd_epi32(acc[m][r], xa[m], wa);
         acc[m][r] = _mm512_dpbusd_epi32(acc[m][r], xb[m], wb);
       }
     }
   }
-  if (w.K_x % kLinearChunkInt8 != 0) {  // the 64-wide last chunk
-    const int64_t c = chunks;
+  if (k < width) {  // the last 64
     __m512i xa[Mc];
-    for (int m = 0; m < Mc; ++m) {
-      xa[m] = _mm512_xor_si512(_mm512_loadu_si512(x + m * w.K_x + c * kLinearChunkInt8), sign);
-    }
+    for (int m = 0; m < Mc; ++m) xa[m] = _mm512_xor_si512(_mm512_loadu_si512(x + m * ldx + k), sign);
     for (int r = 0; r < kLinearRowBlock; ++r) {
-      const __m512i wa = _mm512_loadu_si512(block + int8_chunk_offset(w.K_x, c, r));
+      const __m512i wa = _mm512_loadu_si512(rows[r] + k);
       for (int m = 0; m < Mc; ++m) acc[m][r] = _mm512_dpbusd_epi32(acc[m][r], xa[m], wa);
     }
   }
@@ -148,6 +144,61 @@ void sparse24_block(const LinearCall& call, int64_t b, int64_t m0) {
   store_block<Mc>(call, m0, b, acc);
 }
 
+// nm records (cpu/linear_kernels.h, superchunks of lcm(group, 64) K): per 64 K and row, one 64-bit
+// mask word and the next popcount(word) codes, placed into their lanes by one vpexpandb (AVX-512
+// VBMI2; register form) from a full 64-byte load (the packed slack covers the last), then the dense
+// vpdpbusd. 6:8 streams 56 bytes per row and 64 K against dense's 64 (0.875).
+template <int Mc>
+void nm_block(const LinearCall& call, int64_t b, int64_t m0) {
+  const PackedLinear& w = *call.w;
+  const int8_t* x = static_cast<const int8_t*>(call.x) + m0 * w.K_x;
+  const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512i acc[Mc][kLinearRowBlock];
+  for (auto& row : acc) for (auto& a : row) a = _mm512_setzero_si512();
+  const int64_t superchunks = w.K_x / w.superchunk, steps = w.superchunk / 64;
+  for (int64_t c = 0; c < superchunks; ++c) {
+    const int8_t* v[kLinearRowBlock];
+    const uint8_t* bits[kLinearRowBlock];
+    for (int r = 0; r < kLinearRowBlock; ++r) {
+      const int64_t record = nm_record(w, b, c, r);
+      v[r] = w.values.as<int8_t>() + record * w.value_stride;
+      bits[r] = w.meta.as<uint8_t>() + record * w.mask_stride;
+    }
+    for (int64_t s = 0; s < steps; ++s) {
+      __m512i xs[Mc];
+      for (int m = 0; m < Mc; ++m) {
+        xs[m] = _mm512_xor_si512(_mm512_loadu_si512(x + m * w.K_x + c * w.superchunk + 64 * s), sign);
+      }
+      for (int r = 0; r < kLinearRowBlock; ++r) {
+        uint64_t word;
+        __builtin_memcpy(&word, bits[r] + 8 * s, 8);
+        const __m512i codes = _mm512_maskz_expand_epi8(word, _mm512_loadu_si512(v[r]));
+        v[r] += __builtin_popcountll(word);
+        for (int m = 0; m < Mc; ++m) acc[m][r] = _mm512_dpbusd_epi32(acc[m][r], xs[m], codes);
+      }
+    }
+  }
+  store_block<Mc>(call, m0, b, acc);
+}
+
+// Row block b of an nm weight expanded into dense int8 rows (dst + r * ld), 64 K per vpexpandb.
+void nm_tile(const PackedLinear& w, int64_t b, int8_t* dst, int64_t ld) {
+  const int64_t superchunks = w.K_x / w.superchunk, steps = w.superchunk / 64;
+  for (int64_t c = 0; c < superchunks; ++c) {
+    for (int r = 0; r < kLinearRowBlock; ++r) {
+      const int64_t record = nm_record(w, b, c, r);
+      const int8_t* v = w.values.as<int8_t>() + record * w.value_stride;
+      const uint8_t* bits = w.meta.as<uint8_t>() + record * w.mask_stride;
+      for (int64_t s = 0; s < steps; ++s) {
+        uint64_t word;
+        __builtin_memcpy(&word, bits + 8 * s, 8);
+        _mm512_storeu_si512(dst + r * ld + c * w.superchunk + 64 * s, _mm512_maskz_expand_epi8(word, _mm512_loadu_si512(v)));
+        v += __builtin_popcountll(word);
+      }
+    }
+  }
+}
+
 template <void (*Block1)(const LinearCall&, int64_t, int64_t), void (*Block2)(const LinearCall&, int64_t, int64_t),
           void (*Block3)(const LinearCall&, int64_t, int64_t), void (*Block4)(const LinearCall&, int64_t, int64_t)>
 void run(const LinearCall& call) {
@@ -163,11 +214,11 @@ void run(const LinearCall& call) {
   }
 }
 
-// Row block b expanded into the dense int8 tile, 64 dense bytes (16 groups) per step: each lane
+// Row block b expanded into dense int8 rows (dst + r * ld), 64 dense bytes (16 groups) per step: each lane
 // takes its group's two 2-bit positions with vpmultishiftqb, compares them with its own position,
 // and one vpermb places value 2 * group (+1 for the second position) where either matches.
 // The 64-K record of an odd multiple of 64 (cpu/linear_common.h) is its first half alone.
-void sparse24_tile(const PackedLinear& w, int64_t b, int8_t* tile) {
+void sparse24_tile(const PackedLinear& w, int64_t b, int8_t* dst, int64_t ld) {
   const int64_t chunks = int8_chunks(w.K_x);
   alignas(64) uint8_t lane_pos[64], first[64], second[64], base[64];
   for (int k = 0; k < 64; ++k) {
@@ -193,7 +244,7 @@ void sparse24_tile(const PackedLinear& w, int64_t b, int8_t* tile) {
         const __mmask64 k1 = _mm512_cmpeq_epi8_mask(_mm512_and_si512(_mm512_multishift_epi64_epi8(ctrl1, src), three), pos);
         const __m512i idx0 = _mm512_add_epi8(_mm512_load_si512(base), _mm512_set1_epi8(static_cast<char>(32 * h)));
         const __m512i idx = _mm512_mask_add_epi8(idx0, k1, idx0, one);
-        _mm512_storeu_si512(tile + int8_chunk_offset(w.K_x, c, r) + 64 * h,
+        _mm512_storeu_si512(dst + r * ld + c * kLinearChunkInt8 + 64 * h,
                             _mm512_maskz_permutexvar_epi8(k0 | k1, idx, values));
       }
     }
@@ -206,6 +257,8 @@ void fill_linear_int8(LinearKernels& slots) {
   slots.sparse24_i8_tile = sparse24_tile;
   slots.dense_i8 = run<dense_block<1>, dense_block<2>, dense_block<3>, dense_block<4>>;
   slots.sparse24_i8 = run<sparse24_block<1>, sparse24_block<2>, sparse24_block<3>, sparse24_block<4>>;
+  slots.nm_i8 = run<nm_block<1>, nm_block<2>, nm_block<3>, nm_block<4>>;
+  slots.nm_i8_tile = nm_tile;
 }
 
 }  // namespace nmkit::cpu::avx512

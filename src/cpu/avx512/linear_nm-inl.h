@@ -87,10 +87,10 @@ void nm_slab(const LinearCall& call) { nm_slabs<T>(call, Expand{}); }
 template <class Expand>
 void nm_slab_bf16x(const LinearCall& call) { nm_slabs_bf16x(call, Expand{}); }
 
-// Row block b expanded into the dense f32 tile: every 16-wide step of every row is stored, so the
-// tile needs no clearing.
+// Row block b expanded into dense f32 rows (dst + r * ld): every 16-wide step of every row is stored,
+// so dst needs no clearing.
 template <class T, class Expand>
-void nm_tile(const PackedLinear& w, int64_t b, float* tile) {
+void nm_tile(const PackedLinear& w, int64_t b, float* dst, int64_t ld) {
   const Expand expand{};
   const int64_t superchunks = w.K_x / w.superchunk;
   for (int64_t c = 0; c < superchunks; ++c) {
@@ -101,7 +101,7 @@ void nm_tile(const PackedLinear& w, int64_t b, float* tile) {
       for (int64_t s = 0; s < w.superchunk / 16; ++s) {
         const __m512 wv = expand(bits[s], v);
         const int64_t k = c * w.superchunk + 16 * s;
-        _mm512_storeu_ps(tile + (k / kLinearChunk * kLinearRowBlock + r) * kLinearChunk + k % kLinearChunk, wv);
+        _mm512_storeu_ps(dst + r * ld + k, wv);
       }
     }
   }

@@ -8,7 +8,7 @@
 #if !defined(__clang__)  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-// POPCNT (added to this file's flags by src/cpu/CMakeLists.txt) keeps __builtin_popcount one instruction.
+// POPCNT (in the tier's flags, src/cpu/CMakeLists.txt) keeps __builtin_popcount one instruction.
 #include <immintrin.h>
 
 #include "cpu/avx512/linear_nm-inl.h"

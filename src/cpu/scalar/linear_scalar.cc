@@ -21,25 +21,27 @@ inline float reduce16(float* s) {
   return s[0];
 }
 
+// Dense rows (cpu/linear_common.h block_rows) in steps of 32 K; the rows' last step stops at their end.
 template <class T>
 void dense(const LinearCall& call) {
   const PackedLinear& w = *call.w;
-  const int64_t chunks = w.K_x / kLinearChunk;
-  const auto* values = w.values.as<T>();
   const auto* x = static_cast<const float*>(call.x);
+  const int64_t width = dense_width(call), ldx = call.w->K_x;
   for (int64_t b = call.block_begin; b < call.block_end; ++b) {
-    const T* block = call.tile ? static_cast<const T*>(call.tile) : values + b * chunks * kLinearRowBlock * kLinearChunk;
+    const T* rows[kLinearRowBlock];
+    block_rows(call, b, rows);
     for (int r = 0; r < kLinearRowBlock; ++r) {
       const int64_t row = b * kLinearRowBlock + r;
       if (row >= w.rows) break;
       for (int64_t m = 0; m < call.M; ++m) {
-        const float* xm = x + m * w.K_x;
+        const float* xm = x + m * ldx;
         float s[16] = {};
-        for (int64_t c = 0; c < chunks; ++c) {
-          const T* wr = block + (c * kLinearRowBlock + r) * kLinearChunk;
-          const float* xc = xm + c * kLinearChunk;
+        for (int64_t k = 0; k < width; k += kLinearChunk) {
+          const int64_t n = width - k < kLinearChunk ? width - k : kLinearChunk;
           for (int j = 0; j < 16; ++j) {
-            s[j] += load_value(wr + j) * xc[j] + load_value(wr + j + 16) * xc[j + 16];
+            const float lo = j < n ? load_value(rows[r] + k + j) * xm[k + j] : 0.0f;
+            const float hi = j + 16 < n ? load_value(rows[r] + k + j + 16) * xm[k + j + 16] : 0.0f;
+            s[j] += lo + hi;
           }
         }
         store_output(call, m, row, reduce16(s));
@@ -105,26 +107,20 @@ void nm(const LinearCall& call) {
   }
 }
 
-// INT8: exact int32 sums, so the order is free. Chunks of 128 K, the last one 64 wide when K_x is an
-// odd multiple of 64 (cpu/linear_common.h int8_chunk_offset).
+// INT8: exact int32 sums, so the order is free. Dense rows or a tile (cpu/linear_common.h block_rows).
 void dense_i8(const LinearCall& call) {
   const PackedLinear& w = *call.w;
-  const int64_t chunks = int8_chunks(w.K_x);
-  const auto* values = w.values.as<int8_t>();
   const auto* x = static_cast<const int8_t*>(call.x);
+  const int64_t width = dense_width(call), ldx = call.w->K_x;
   for (int64_t b = call.block_begin; b < call.block_end; ++b) {
+    const int8_t* rows[kLinearRowBlock];
+    block_rows(call, b, rows);
     for (int r = 0; r < kLinearRowBlock; ++r) {
       const int64_t row = b * kLinearRowBlock + r;
       if (row >= w.rows) break;
       for (int64_t m = 0; m < call.M; ++m) {
         int32_t acc = 0;
-        for (int64_t c = 0; c < chunks; ++c) {
-          const int8_t* block =
-              call.tile ? static_cast<const int8_t*>(call.tile) : values + b * kLinearRowBlock * w.K_x;
-          const int8_t* wr = block + int8_chunk_offset(w.K_x, c, r);
-          const int8_t* xc = x + m * w.K_x + c * kLinearChunkInt8;
-          for (int64_t j = 0; j < int8_chunk_width(w.K_x, c); ++j) acc += int32_t{wr[j]} * int32_t{xc[j]};
-        }
+        for (int64_t k = 0; k < width; ++k) acc += int32_t{rows[r][k]} * int32_t{x[m * ldx + k]};
         store_output(call, m, row, int8_output(call, m, row, acc));
       }
     }
@@ -159,6 +155,34 @@ void sparse24_i8(const LinearCall& call) {
   }
 }
 
+// INT8 nm records (any keep:group): each set mask bit takes the row's next code.
+void nm_i8(const LinearCall& call) {
+  const PackedLinear& w = *call.w;
+  const auto* values = w.values.as<int8_t>();
+  const auto* mask = w.meta.as<uint8_t>();
+  const auto* x = static_cast<const int8_t*>(call.x);
+  const int64_t superchunks = w.K_x / w.superchunk;
+  for (int64_t b = call.block_begin; b < call.block_end; ++b) {
+    for (int r = 0; r < kLinearRowBlock; ++r) {
+      const int64_t row = b * kLinearRowBlock + r;
+      if (row >= w.rows) break;
+      for (int64_t m = 0; m < call.M; ++m) {
+        int32_t acc = 0;
+        for (int64_t c = 0; c < superchunks; ++c) {
+          const int64_t record = nm_record(w, b, c, r);
+          const int8_t* v = values + record * w.value_stride;
+          const uint8_t* bits = mask + record * w.mask_stride;
+          const int8_t* xc = x + m * w.K_x + c * w.superchunk;
+          for (int64_t k = 0; k < w.superchunk; ++k) {
+            if ((bits[k >> 3] >> (k & 7)) & 1) acc += int32_t{*v++} * int32_t{xc[k]};
+          }
+        }
+        store_output(call, m, row, int8_output(call, m, row, acc));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void fill_linear(LinearKernels& slots) {
@@ -170,6 +194,7 @@ void fill_linear(LinearKernels& slots) {
   slots.nm_bf16 = nm<uint16_t>;
   slots.dense_i8 = dense_i8;
   slots.sparse24_i8 = sparse24_i8;
+  slots.nm_i8 = nm_i8;
 }
 
 }  // namespace nmkit::cpu::scalar

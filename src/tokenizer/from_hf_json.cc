@@ -5,17 +5,17 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "model/tokenizer_hf_regexes.h"
-#include "model/tokenizer_impl.h"
+#include "tokenizer/hf_regexes.h"
+#include "tokenizer/tokenizer_impl.h"
 
 namespace nmkit {
 namespace {
 
 using json = nlohmann::json;
 
-using model::kDefaultRegexes;
-using model::kLlama3Regex;
-using model::kQwen2Regex;
+using tokenizer_detail::kDefaultRegexes;
+using tokenizer_detail::kLlama3Regex;
+using tokenizer_detail::kQwen2Regex;
 
 Result<json> read_json(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);

@@ -3,9 +3,10 @@
 // whose concatenation is the vocabulary token of highest score merges first (leftmost among
 // equal scores), as sentencepiece's bpe_model and llama.cpp's llm_tokenizer_spm do. Characters
 // left without a token go out as <0xNN> byte-fallback tokens.
+#include <memory>
 #include <queue>
 
-#include "model/tokenizer_impl.h"
+#include "tokenizer/tokenizer_impl.h"
 
 namespace nmkit {
 namespace {
@@ -35,9 +36,61 @@ size_t lead_length(char c) {
   return kLength[static_cast<uint8_t>(c) >> 4];
 }
 
-}  // namespace
+// SentencePiece BPE with scores and byte fallback.
+class SentencePieceModel final : public TokenizerModel {
+ public:
+  explicit SentencePieceModel(const Vocabulary& v) : v_(v) {
+    fallback_tokens_.fill(-1);
+    for (size_t id = 0; id < v.vocab.tokens.size(); ++id) {
+      const int byte = tokenizer_detail::byte_of_fallback_token(v.vocab.tokens[id]);
+      if (byte >= 0 && fallback_tokens_[byte] < 0) fallback_tokens_[byte] = static_cast<int32_t>(id);
+    }
+  }
+  Status encode(std::string_view text, bool after_special, std::vector<int32_t>& out) const override;
+  std::string piece(int32_t id, TokenType type) const override;
+  bool reads_code_points() const override { return false; }  // bytes go through byte fallback as they are
+  bool strips_leading_space() const override { return v_.vocab.add_space_prefix; }
 
-void Tokenizer::Impl::encode_spm(std::string_view fragment, std::vector<int32_t>& out) const {
+ private:
+  int32_t find(std::string_view text) const { return v_.find(text); }
+  void encode_text(std::string_view fragment, std::vector<int32_t>& out) const;
+
+  const Vocabulary& v_;
+  std::array<int32_t, 256> fallback_tokens_{};  // the <0xNN> byte-fallback tokens (-1 where absent)
+};
+
+std::string SentencePieceModel::piece(int32_t id, TokenType type) const {
+  const std::string& text = v_.vocab.tokens[static_cast<size_t>(id)];
+  std::string piece;
+  if (type == TokenType::kByte) {
+    const int byte = tokenizer_detail::byte_of_fallback_token(text);
+    if (byte >= 0) piece = std::string(1, static_cast<char>(byte));
+  } else if (type == TokenType::kNormal) {
+    for (size_t i = 0; i < text.size();) {
+      if (text.compare(i, 3, "\xE2\x96\x81") == 0) {
+        piece += ' ';
+        i += 3;
+      } else {
+        piece += text[i++];
+      }
+    }
+  }
+  return piece;
+}
+
+// add_space_prefix: a '▁' at the start and after each special token.
+Status SentencePieceModel::encode(std::string_view text, bool after_special, std::vector<int32_t>& out) const {
+  if (v_.vocab.add_space_prefix && after_special) {
+    std::string prefixed = " ";
+    prefixed.append(text);
+    encode_text(prefixed, out);
+  } else {
+    encode_text(text, out);
+  }
+  return ok_status();
+}
+
+void SentencePieceModel::encode_text(std::string_view fragment, std::vector<int32_t>& out) const {
   std::string text;
   text.reserve(fragment.size() + 8);
   for (char c : fragment) {
@@ -60,7 +113,7 @@ void Tokenizer::Impl::encode_spm(std::string_view fragment, std::vector<int32_t>
     const size_t size = symbols[left].size + symbols[right].size;
     const int32_t id = find(std::string_view(text).substr(symbols[left].begin, size));
     if (id < 0) return;
-    queue.push({vocab.scores.empty() ? 0.0f : vocab.scores[id], left, right, size});
+    queue.push({v_.vocab.scores.empty() ? 0.0f : v_.vocab.scores[id], left, right, size});
   };
   for (int32_t i = 0; i + 1 < static_cast<int32_t>(symbols.size()); ++i) consider(i, i + 1);
   while (!queue.empty()) {
@@ -85,13 +138,19 @@ void Tokenizer::Impl::encode_spm(std::string_view fragment, std::vector<int32_t>
       continue;
     }
     bool all_bytes = true;
-    for (char c : piece) all_bytes = all_bytes && fallback_tokens[static_cast<uint8_t>(c)] >= 0;
+    for (char c : piece) all_bytes = all_bytes && fallback_tokens_[static_cast<uint8_t>(c)] >= 0;
     if (!all_bytes) {  // a vocabulary without byte fallback: one unknown token for the character
-      if (vocab.unk >= 0) out.push_back(vocab.unk);
+      if (v_.vocab.unk >= 0) out.push_back(v_.vocab.unk);
       continue;
     }
-    for (char c : piece) out.push_back(fallback_tokens[static_cast<uint8_t>(c)]);
+    for (char c : piece) out.push_back(fallback_tokens_[static_cast<uint8_t>(c)]);
   }
+}
+
+}  // namespace
+
+std::unique_ptr<TokenizerModel> make_sentencepiece_model(const Vocabulary& v) {
+  return std::make_unique<SentencePieceModel>(v);
 }
 
 }  // namespace nmkit

@@ -2,8 +2,11 @@
 // byte tokens, then merges applied lowest rank first (leftmost first among equal ranks), as
 // llama.cpp's llm_tokenizer_bpe_session and the `tokenizers` BPE model do.
 #include <algorithm>
+#include <memory>
 
-#include "model/tokenizer_impl.h"
+#include "tokenizer/pretokenize.h"
+
+#include "tokenizer/tokenizer_impl.h"
 
 namespace nmkit {
 namespace tokenizer_detail {
@@ -99,21 +102,102 @@ struct LaterCandidate {
   }
 };
 
-}  // namespace
+// GPT-2 byte-level BPE over a vocabulary in GPT-2's byte alphabet.
+class BytePairModel final : public TokenizerModel {
+ public:
+  explicit BytePairModel(const Vocabulary& v) : v_(v) {}
+  Status build();
+  Status encode(std::string_view text, bool after_special, std::vector<int32_t>& out) const override;
+  std::string piece(int32_t id, TokenType type) const override;
+  bool reads_code_points() const override { return true; }
+  bool strips_leading_space() const override { return false; }
 
-void Tokenizer::Impl::encode_gpt2(std::string_view text, std::vector<int32_t>& out,
-                                  std::vector<tokenizer_detail::Piece>& split,
-                                  Status& status) const {
-  status = pre_tokenizer.split(text, split);
-  if (!status.ok()) return;
+ private:
+  int32_t find(std::string_view text) const { return v_.find(text); }
+
+  const Vocabulary& v_;
+  // GPT-2's bytes_to_unicode table (byte -> UTF-8 of its stand-in code point), the token of each
+  // single byte, each stand-in code point's byte, and merges keyed by (left id, right id).
+  std::array<std::string, 256> byte_chars_;
+  std::array<int32_t, 256> byte_tokens_{};
+  std::unordered_map<uint32_t, uint8_t> byte_of_;
+  struct Merge {
+    int32_t rank;
+    int32_t result;
+  };
+  std::unordered_map<uint64_t, Merge> merges_;
+  tokenizer_detail::PreTokenizer pre_tokenizer_;
+};
+
+Status BytePairModel::build() {
+  const TokenizerVocab& v = v_.vocab;
+  auto pre = tokenizer_detail::PreTokenizer::create(v.pre);
+  if (!pre.ok()) return pre.error();
+  pre_tokenizer_ = std::move(pre.value());
+  const auto code_points = tokenizer_detail::gpt2_byte_code_points();
+  for (int b = 0; b < 256; ++b) {
+    tokenizer_detail::append_utf8(code_points[b], byte_chars_[b]);
+    byte_tokens_[b] = find(byte_chars_[b]);
+    byte_of_[code_points[b]] = static_cast<uint8_t>(b);
+  }
+  merges_.reserve(v.merges.size());
+  for (size_t rank = 0; rank < v.merges.size(); ++rank) {
+    const std::string& merge = v.merges[rank];
+    const size_t space = merge.find(' ', 1);  // a merge's left side may itself start with ' '
+    const int32_t left = space == std::string::npos ? -1 : find(std::string_view(merge).substr(0, space));
+    const int32_t right = space == std::string::npos ? -1 : find(std::string_view(merge).substr(space + 1));
+    const int32_t result = (left < 0 || right < 0) ? -1 : find(v.tokens[left] + v.tokens[right]);
+    if (result < 0) {
+      return Error("tokenizer.ggml.merges[" + std::to_string(rank) + "] = " + tokenizer_detail::quoted(merge) +
+                   ": its sides and their concatenation must all be tokens");
+    }
+    // A repeated pair keeps its first (lowest) rank, as llama.cpp's bpe_ranks.emplace.
+    merges_.emplace((static_cast<uint64_t>(left) << 32) | static_cast<uint32_t>(right),
+                    Merge{static_cast<int32_t>(rank), result});
+  }
+  return ok_status();
+}
+
+std::string BytePairModel::piece(int32_t id, TokenType type) const {
+  std::string piece;
+  if (type == TokenType::kNormal) {
+    // Each character back to its byte; a character outside the byte alphabet (not in a
+    // well-formed vocabulary) is kept as its UTF-8.
+    const std::string& text = v_.vocab.tokens[static_cast<size_t>(id)];
+    for (size_t i = 0; i < text.size();) {
+      size_t length = tokenizer_detail::valid_utf8_length(text, i);
+      if (length == 0) length = 1;
+      uint32_t cp = static_cast<uint8_t>(text[i]);
+      if (length > 1) {
+        cp &= 0xFFu >> (length + 1);
+        for (size_t k = 1; k < length; ++k) cp = (cp << 6) | (static_cast<uint8_t>(text[i + k]) & 0x3Fu);
+      }
+      auto it = byte_of_.find(cp);
+      if (it != byte_of_.end()) {
+        piece += static_cast<char>(it->second);
+      } else {
+        piece.append(text, i, length);
+      }
+      i += length;
+    }
+  } else if (type == TokenType::kByte) {
+    const int byte = tokenizer_detail::byte_of_fallback_token(v_.vocab.tokens[static_cast<size_t>(id)]);
+    if (byte >= 0) piece = std::string(1, static_cast<char>(byte));
+  }  // unused / undefined tokens decode to nothing, as in llama.cpp
+  return piece;
+}
+
+Status BytePairModel::encode(std::string_view text, bool, std::vector<int32_t>& out) const {
+  std::vector<tokenizer_detail::Piece> split;
+  NMKIT_TRY(pre_tokenizer_.split(text, split));
   std::vector<Symbol> symbols;
   std::vector<Candidate> heap;
   std::string encoded;
   for (const tokenizer_detail::Piece& piece : split) {
     const std::string_view bytes = text.substr(piece.begin, piece.size);
-    if (pre_tokenizer.ignore_merges()) {
+    if (pre_tokenizer_.ignore_merges()) {
       encoded.clear();
-      for (char c : bytes) encoded += byte_chars[static_cast<uint8_t>(c)];
+      for (char c : bytes) encoded += byte_chars_[static_cast<uint8_t>(c)];
       const int32_t whole = find(encoded);
       if (whole >= 0) {
         out.push_back(whole);
@@ -121,14 +205,14 @@ void Tokenizer::Impl::encode_gpt2(std::string_view text, std::vector<int32_t>& o
       }
     }
     if (bytes.size() == 1) {  // nothing to merge (most digits and punctuation under smollm)
-      const int32_t id = byte_tokens[static_cast<uint8_t>(bytes[0])];
+      const int32_t id = byte_tokens_[static_cast<uint8_t>(bytes[0])];
       if (id >= 0) out.push_back(id);
       continue;
     }
     symbols.resize(bytes.size());
     const auto n = static_cast<int32_t>(bytes.size());
     for (int32_t i = 0; i < n; ++i) {
-      symbols[i] = {byte_tokens[static_cast<uint8_t>(bytes[i])], i - 1, i + 1 < n ? i + 1 : -1};
+      symbols[i] = {byte_tokens_[static_cast<uint8_t>(bytes[i])], i - 1, i + 1 < n ? i + 1 : -1};
     }
     // A binary heap in a vector reused across pieces: the first candidates are heapified at once
     // (linear), later ones pushed.
@@ -138,8 +222,8 @@ void Tokenizer::Impl::encode_gpt2(std::string_view text, std::vector<int32_t>& o
       if (left < 0 || right < 0) return false;
       const int32_t a = symbols[left].id, b = symbols[right].id;
       if (a < 0 || b < 0) return false;
-      auto it = merges.find((static_cast<uint64_t>(a) << 32) | static_cast<uint32_t>(b));
-      if (it == merges.end()) return false;
+      auto it = merges_.find((static_cast<uint64_t>(a) << 32) | static_cast<uint32_t>(b));
+      if (it == merges_.end()) return false;
       heap.push_back({it->second.rank, left, right, a, b, it->second.result});
       return true;
     };
@@ -166,6 +250,15 @@ void Tokenizer::Impl::encode_gpt2(std::string_view text, std::vector<int32_t>& o
       if (symbols[i].id >= 0) out.push_back(symbols[i].id);
     }
   }
+  return ok_status();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<TokenizerModel>> make_byte_pair_model(const Vocabulary& v) {
+  auto model = std::make_unique<BytePairModel>(v);
+  NMKIT_TRY(model->build());
+  return std::unique_ptr<TokenizerModel>(std::move(model));
 }
 
 }  // namespace nmkit

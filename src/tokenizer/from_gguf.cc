@@ -1,6 +1,6 @@
 // Tokenizer::from_gguf: the tokenizer.ggml.* keys of a GGUF file (docs/design.md sections 11.1,
 // 11.3), with llama.cpp's defaults for absent optional keys.
-#include "model/tokenizer_impl.h"
+#include "tokenizer/tokenizer_impl.h"
 #include "nmkit/gguf.h"
 
 namespace nmkit {

@@ -16,16 +16,16 @@
 #include "nmkit/model_write.h"
 #include "nmkit/tokenizer.h"
 
-#include "model/tokenizer_hf_regexes.h"
+#include "tokenizer/hf_regexes.h"
 
 namespace nmkit {
 namespace {
 
 using ojson = nlohmann::ordered_json;
 
-using model::kDefaultRegexes;
-using model::kLlama3Regex;
-using model::kQwen2Regex;
+using tokenizer_detail::kDefaultRegexes;
+using tokenizer_detail::kLlama3Regex;
+using tokenizer_detail::kQwen2Regex;
 
 bool one_of(const std::string& pre, std::initializer_list<const char*> names) {
   return std::any_of(names.begin(), names.end(), [&](const char* n) { return pre == n; });
@@ -39,7 +39,7 @@ ojson split(const char* regex) {
   return ojson{{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}, {"invert", false}};
 }
 
-// The pre-tokenizer of llama.cpp's pre type (the families of tokenizer_pretokenize.cc), or null.
+// The pre-tokenizer of llama.cpp's pre type (the families of pretokenize.cc), or null.
 ojson pre_tokenizer(const std::string& pre) {
   if (one_of(pre, {"gpt2", "gpt-2", "phi-2", "mpt", "olmo", "jais", "roberta-bpe", "exaone4"})) return byte_level(true);
   if (one_of(pre, {"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b"})) {

@@ -1,14 +1,35 @@
-// Tokenizer construction, special-token partition, encode/decode dispatch (docs/design.md
-// section 11.3). The BPE algorithms live in tokenizer_bpe.cc (gpt2) and tokenizer_spm.cc (llama).
+// Tokenizer construction, special-token partition, encode/decode over the vocabulary's tokenizer
+// model (docs/design.md section 11.3): byte_pair.cc (gpt2) and sentencepiece.cc (llama) implement
+// TokenizerModel (tokenizer_impl.h).
 #include <algorithm>
 #include <cstdio>
 
-#include "model/tokenizer_impl.h"
+#include "tokenizer/pretokenize.h"
+#include "tokenizer/tokenizer_impl.h"
 
 namespace nmkit {
 namespace {
 
-using tokenizer_detail::append_utf8;
+// Texts llama.cpp's llama_vocab::impl::load marks as end of generation (EOT/EOM and FIM
+// pad/repo/separator tokens, detected by text because GGUF files do not say).
+constexpr const char* kEogTexts[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
+    "<|eom_id|>", "<EOT>", "</s>", "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>",
+    "<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", "<|file_sep|>"};
+
+bool renders_as_text(TokenType type) {
+  return type == TokenType::kControl || type == TokenType::kUnknown ||
+         type == TokenType::kUserDefined;
+}
+
+struct Fragment {
+  int32_t token;  // >= 0: a special token; -1: raw text [begin, begin + size)
+  size_t begin, size;
+};
+
+}  // namespace
+
+namespace tokenizer_detail {
 
 std::string quoted(std::string_view text) {
   std::string out = "'";
@@ -24,19 +45,6 @@ std::string quoted(std::string_view text) {
   return out + (text.size() > 40 ? "...'" : "'");
 }
 
-// Texts llama.cpp's llama_vocab::impl::load marks as end of generation (EOT/EOM and FIM
-// pad/repo/separator tokens, detected by text because GGUF files do not say).
-constexpr const char* kEogTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
-    "<|eom_id|>", "<EOT>", "</s>", "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>",
-    "<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", "<|file_sep|>"};
-
-bool renders_as_text(TokenType type) {
-  return type == TokenType::kControl || type == TokenType::kUnknown ||
-         type == TokenType::kUserDefined;
-}
-
-// Byte of a "<0xNN>" token, or -1.
 int byte_of_fallback_token(std::string_view text) {
   if (text.size() != 6 || text.substr(0, 3) != "<0x" || text[5] != '>') return -1;
   int value = 0;
@@ -50,12 +58,7 @@ int byte_of_fallback_token(std::string_view text) {
   return value;
 }
 
-struct Fragment {
-  int32_t token;  // >= 0: a special token; -1: raw text [begin, begin + size)
-  size_t begin, size;
-};
-
-}  // namespace
+}  // namespace tokenizer_detail
 
 std::optional<size_t> first_invalid_utf8(std::string_view text) {
   for (size_t i = 0; i < text.size();) {
@@ -76,7 +79,6 @@ Result<Tokenizer> Tokenizer::create(TokenizerVocab vocab) {
     return Error("unsupported tokenizer.ggml.model '" + vocab.model +
                  "' (supported: gpt2, llama)");
   }
-  impl->is_gpt2 = vocab.model == "gpt2";
   const size_t n = vocab.tokens.size();
   if (n == 0) return Error("tokenizer.ggml.tokens is empty");
   if (n > static_cast<size_t>(INT32_MAX)) return Error("tokenizer.ggml.tokens: too many tokens");
@@ -99,7 +101,7 @@ Result<Tokenizer> Tokenizer::create(TokenizerVocab vocab) {
     if (vocab.tokens[i].empty()) return Error("token " + std::to_string(i) + " is empty");
     auto [it, inserted] = impl->token_index.emplace(vocab.tokens[i], static_cast<int32_t>(i));
     if (!inserted) {
-      return Error("duplicate token " + quoted(vocab.tokens[i]) + " at ids " +
+      return Error("duplicate token " + tokenizer_detail::quoted(vocab.tokens[i]) + " at ids " +
                    std::to_string(it->second) + " and " + std::to_string(i));
     }
   }
@@ -116,88 +118,17 @@ Result<Tokenizer> Tokenizer::create(TokenizerVocab vocab) {
   impl->vocab = std::move(vocab);
   Impl& t = *impl;
   const TokenizerVocab& v = t.vocab;
-
-  if (t.is_gpt2) {
-    auto pre = tokenizer_detail::PreTokenizer::create(v.pre);
-    if (!pre.ok()) return pre.error();
-    t.pre_tokenizer = std::move(pre.value());
-    const auto code_points = tokenizer_detail::gpt2_byte_code_points();
-    std::unordered_map<uint32_t, uint8_t> byte_of;
-    for (int b = 0; b < 256; ++b) {
-      append_utf8(code_points[b], t.byte_chars[b]);
-      t.byte_tokens[b] = t.find(t.byte_chars[b]);
-      byte_of[code_points[b]] = static_cast<uint8_t>(b);
-    }
-    t.merges.reserve(v.merges.size());
-    for (size_t rank = 0; rank < v.merges.size(); ++rank) {
-      const std::string& merge = v.merges[rank];
-      const size_t space = merge.find(' ', 1);  // a merge's left side may itself start with ' '
-      const int32_t left = space == std::string::npos ? -1 : t.find(std::string_view(merge).substr(0, space));
-      const int32_t right = space == std::string::npos ? -1 : t.find(std::string_view(merge).substr(space + 1));
-      const int32_t result = (left < 0 || right < 0) ? -1 : t.find(v.tokens[left] + v.tokens[right]);
-      if (result < 0) {
-        return Error("tokenizer.ggml.merges[" + std::to_string(rank) + "] = " + quoted(merge) +
-                     ": its sides and their concatenation must all be tokens");
-      }
-      // A repeated pair keeps its first (lowest) rank, as llama.cpp's bpe_ranks.emplace.
-      t.merges.emplace((static_cast<uint64_t>(left) << 32) | static_cast<uint32_t>(right),
-                       Impl::Merge{static_cast<int32_t>(rank), result});
-    }
-    t.pieces.resize(n);
-    for (size_t id = 0; id < n; ++id) {
-      const TokenType type = t.type(static_cast<int32_t>(id));
-      std::string& piece = t.pieces[id];
-      if (renders_as_text(type)) {
-        piece = v.tokens[id];
-      } else if (type == TokenType::kNormal) {
-        // Each character back to its byte; a character outside the byte alphabet (not in a
-        // well-formed vocabulary) is kept as its UTF-8.
-        const std::string& text = v.tokens[id];
-        for (size_t i = 0; i < text.size();) {
-          size_t length = tokenizer_detail::valid_utf8_length(text, i);
-          if (length == 0) length = 1;
-          uint32_t cp = static_cast<uint8_t>(text[i]);
-          if (length > 1) {
-            cp &= 0xFFu >> (length + 1);
-            for (size_t k = 1; k < length; ++k) cp = (cp << 6) | (static_cast<uint8_t>(text[i + k]) & 0x3Fu);
-          }
-          auto it = byte_of.find(cp);
-          if (it != byte_of.end()) {
-            piece += static_cast<char>(it->second);
-          } else {
-            piece.append(text, i, length);
-          }
-          i += length;
-        }
-      } else if (type == TokenType::kByte) {
-        const int byte = byte_of_fallback_token(v.tokens[id]);
-        if (byte >= 0) piece = std::string(1, static_cast<char>(byte));
-      }  // unused / undefined tokens decode to nothing, as in llama.cpp
-    }
+  if (v.model == "gpt2") {
+    auto model = make_byte_pair_model(t);
+    if (!model.ok()) return model.error();
+    t.model = std::move(model.value());
   } else {
-    t.fallback_tokens.fill(-1);
-    t.pieces.resize(n);
-    for (size_t id = 0; id < n; ++id) {
-      const TokenType type = t.type(static_cast<int32_t>(id));
-      const int byte = byte_of_fallback_token(v.tokens[id]);
-      if (byte >= 0 && t.fallback_tokens[byte] < 0) t.fallback_tokens[byte] = static_cast<int32_t>(id);
-      std::string& piece = t.pieces[id];
-      if (renders_as_text(type)) {
-        piece = v.tokens[id];
-      } else if (type == TokenType::kByte) {
-        if (byte >= 0) piece = std::string(1, static_cast<char>(byte));
-      } else if (type == TokenType::kNormal) {
-        const std::string& text = v.tokens[id];
-        for (size_t i = 0; i < text.size();) {
-          if (text.compare(i, 3, "\xE2\x96\x81") == 0) {
-            piece += ' ';
-            i += 3;
-          } else {
-            piece += text[i++];
-          }
-        }
-      }
-    }
+    t.model = make_sentencepiece_model(t);
+  }
+  t.pieces.resize(n);
+  for (size_t id = 0; id < n; ++id) {
+    const TokenType type = t.type(static_cast<int32_t>(id));
+    t.pieces[id] = renders_as_text(type) ? v.tokens[id] : t.model->piece(static_cast<int32_t>(id), type);
   }
 
   for (size_t id = 0; id < n; ++id) {
@@ -219,10 +150,10 @@ Result<Tokenizer> Tokenizer::create(TokenizerVocab vocab) {
 Result<std::vector<int32_t>> Tokenizer::encode(std::string_view input, bool add_special,
                                                bool parse_special) const {
   const Impl& t = *impl_;
-  // gpt2 reads text as code points: invalid bytes become U+FFFD first (see tokenizer.h).
+  // A model that reads code points gets invalid bytes as U+FFFD first (see tokenizer.h).
   std::string sanitized;
   std::string_view text = input;
-  if (t.is_gpt2 && first_invalid_utf8(input).has_value()) {
+  if (t.model->reads_code_points() && first_invalid_utf8(input).has_value()) {
     sanitized = tokenizer_detail::sanitize_utf8(input);
     text = sanitized;
   }
@@ -255,29 +186,15 @@ Result<std::vector<int32_t>> Tokenizer::encode(std::string_view input, bool add_
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 4);
   if (add_special && t.vocab.add_bos) out.push_back(t.vocab.bos);
-  std::vector<tokenizer_detail::Piece> scratch;
-  bool previous_special = true;  // llama: a '▁' prefix at the start and after each special token
+  bool after_special = true;
   for (const Fragment& f : fragments) {
     if (f.token >= 0) {
       out.push_back(f.token);
-      previous_special = true;
+      after_special = true;
       continue;
     }
-    const std::string_view raw = text.substr(f.begin, f.size);
-    if (t.is_gpt2) {
-      Status status;
-      t.encode_gpt2(raw, out, scratch, status);
-      if (!status.ok()) return status.error();
-    } else {
-      if (t.vocab.add_space_prefix && previous_special) {
-        std::string prefixed = " ";
-        prefixed.append(raw);
-        t.encode_spm(prefixed, out);
-      } else {
-        t.encode_spm(raw, out);
-      }
-      previous_special = false;
-    }
+    NMKIT_TRY(t.model->encode(text.substr(f.begin, f.size), after_special, out));
+    after_special = false;
   }
   if (add_special && t.vocab.add_eos) out.push_back(t.vocab.eos);
   return out;
@@ -286,9 +203,9 @@ Result<std::vector<int32_t>> Tokenizer::encode(std::string_view input, bool add_
 std::string Tokenizer::decode(std::span<const int32_t> ids) const {
   const Impl& t = *impl_;
   std::string out;
-  // llama with add_space_prefix: the space encode put before the text is dropped (llama.cpp's
-  // detokenize strips one leading space from the first piece; a leading bos is skipped over).
-  bool strip_space = !t.is_gpt2 && t.vocab.add_space_prefix;
+  // The space encode put before the text is dropped (llama.cpp's detokenize strips one leading
+  // space from the first piece; a leading bos is skipped over).
+  bool strip_space = t.model->strips_leading_space();
   for (size_t i = 0; i < ids.size(); ++i) {
     const int32_t id = ids[i];
     if (id < 0 || id >= n_vocab()) continue;
