@@ -191,7 +191,8 @@ std::vector<ModelVariant> default_model_variants() {
     v.push_back({std::string(name) + " 2:4 sparse24", s24});
     ModelOptions s68 = dense;
     s68.pattern = Pattern{6, 8};
-    s68.format = dtype == DType::I8 ? LinearFormat::Slid : LinearFormat::NM;
+    // INT8 6:8 decodes as nm (codes and bitmask: 0.875 bytes a weight, the slid form saves 3%).
+    s68.format = LinearFormat::NM;
     v.push_back({std::string(name) + " 6:8 " + std::string(linear_format_name(s68.format)), s68});
   }
   return v;

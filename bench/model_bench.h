@@ -14,7 +14,7 @@
 namespace nmkit::bench {
 
 struct ModelVariant {
-  std::string label;  // "f32 dense", "int8 6:8 slid"
+  std::string label;  // "f32 dense", "int8 6:8 nm"
   ModelOptions options;
 };
 
