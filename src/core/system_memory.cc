@@ -1,9 +1,15 @@
 #include "core/system_memory.h"
 
 #include <sys/resource.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <mutex>
 #include <string>
 
 namespace nmkit {
@@ -32,6 +38,21 @@ size_t available_memory_bytes() {
     available = available == 0 ? left : std::min(available, left);
   }
   return available;
+}
+
+void release_freed_memory_eagerly() {
+#if defined(__GLIBC__)
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* tunables = std::getenv("GLIBC_TUNABLES");
+    if (std::getenv("MALLOC_MMAP_THRESHOLD_") != nullptr ||
+        (tunables != nullptr && std::strstr(tunables, "mmap_threshold") != nullptr)) {
+      return;
+    }
+    // A fixed threshold also turns off glibc's dynamic one (mallopt(3)).
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  });
+#endif
 }
 
 }  // namespace nmkit

@@ -467,6 +467,7 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTenso
     return Error("model: the " + weight_form_name(options) + " form needs " + gb(needed) + " GB, " + gb(available) +
                  " GB available");
   }
+  release_freed_memory_eagerly();  // the build's temporaries leave the process as they are freed
   const TensorLoader& load = tensors.load_f32;
   auto impl = std::make_unique<Impl>();
   impl->params = params;
