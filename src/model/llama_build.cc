@@ -336,6 +336,11 @@ Status Block::pack_group(int g, const ModelOptions& o, int64_t b, const std::vec
     if (!linear.ok()) return linear.error().with_context(name + ": ");
   } else if (dense_float) {
     linear = pack_dense_held(parts, o.weights, linear_options(o.weights, format), name);  // part by part
+  } else if (format == LinearFormat::Dense && same_dtype && parts[0].dtype != DType::F16) {
+    // int8: each part quantized as it lies, the codes stacked (no stacked copy of the source).
+    NMKIT_TRY(check_format(o.weights, format, pattern));
+    linear = SparseLinear::dense(parts, nullptr, linear_options(o.weights, format));
+    if (!linear.ok()) return linear.error().with_context(name + ": ");
   } else {
     std::vector<Tensor> widened;  // parts of mixed dtypes (an HF q/k converted beside v read in place)
     if (!same_dtype) {
