@@ -7,6 +7,14 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
 #include <string>
 
 namespace nmkit {
@@ -90,6 +98,21 @@ std::string decimal_bytes(uint64_t bytes) {
   else if (b >= 1e6) std::snprintf(text, sizeof text, "%.1f MB", b / 1e6);
   else std::snprintf(text, sizeof text, "%.1f kB", b / 1e3);
   return text;
+}
+
+void release_freed_memory_eagerly() {
+#if defined(__GLIBC__)
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* tunables = std::getenv("GLIBC_TUNABLES");
+    if (std::getenv("MALLOC_MMAP_THRESHOLD_") != nullptr ||
+        (tunables != nullptr && std::strstr(tunables, "mmap_threshold") != nullptr)) {
+      return;
+    }
+    // A fixed threshold also turns off glibc's dynamic one (mallopt(3)).
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  });
+#endif
 }
 
 }  // namespace nmkit

@@ -262,26 +262,39 @@ void int8_rows(PackedLinear& packed, const Tensor& scales, const std::vector<int
 
 }  // namespace
 
-Result<std::unique_ptr<PackedLinear>> pack_dense_int8(const Quantized& weight) {
-  const Tensor& codes = weight.codes;
-  if (weight.type != QuantType::Int8 || codes.dtype() != DType::I8 || codes.shape().size() != 2) {
-    return Error("int8 dense weight: expected I8 codes of shape [rows, K], got " + std::string(dtype_name(codes.dtype())) +
-                 " " + shape_str(codes.shape()));
+Result<std::unique_ptr<PackedLinear>> pack_dense_int8(const std::vector<Quantized>& parts) {
+  if (parts.empty()) return Error("int8 dense weight: no parts");
+  int64_t rows = 0;
+  for (const Quantized& part : parts) {
+    const Tensor& codes = part.codes;
+    if (part.type != QuantType::Int8 || codes.dtype() != DType::I8 || codes.shape().size() != 2 ||
+        codes.cols() != parts[0].codes.cols()) {
+      return Error("int8 dense weight: expected I8 codes of shape [rows, K] (one K), got " +
+                   std::string(dtype_name(codes.dtype())) + " " + shape_str(codes.shape()));
+    }
+    rows += codes.rows();
   }
-  NMKIT_TRY(check_shape(codes.rows(), codes.cols(), "int8 dense weight"));
-  // Rows zero-padded to K_x (a multiple of 64): the kernels' steps need no tail.
-  auto packed = start(WeightFormat::Dense, DType::I8, codes.rows(), codes.cols(), kLinearChunkInt8Tail);
+  const int64_t K = parts[0].codes.cols();
+  NMKIT_TRY(check_shape(rows, K, "int8 dense weight"));
+  // Rows zero-padded to K_x (a multiple of 64): the kernels' steps need no tail. Each part's codes are
+  // copied into its rows (no stacked copy of the codes beside them).
+  auto packed = start(WeightFormat::Dense, DType::I8, rows, K, kLinearChunkInt8Tail);
   NMKIT_TRY(check_int8(packed->K_x, "int8 dense weight"));
   packed->values = AlignedBytes::zeros(static_cast<size_t>(packed->rows * packed->K_x));
   auto* dst = packed->values.as<int8_t>();
-  const auto* src = codes.as<int8_t>();
   std::vector<int32_t> sums(static_cast<size_t>(packed->rows), 0);
-  for (int64_t row = 0; row < packed->rows; ++row) {
-    std::memcpy(dst + row * packed->K_x, src + row * packed->K, static_cast<size_t>(packed->K));
-    for (int64_t k = 0; k < packed->K; ++k) sums[static_cast<size_t>(row)] += src[row * packed->K + k];
+  Tensor scales = Tensor::empty(DType::F32, {rows});
+  int64_t row = 0;
+  for (const Quantized& part : parts) {
+    const auto* src = part.codes.as<int8_t>();
+    std::memcpy(scales.as<float>() + row, part.scales.data(), static_cast<size_t>(part.codes.rows()) * 4);
+    for (int64_t r = 0; r < part.codes.rows(); ++r, ++row) {
+      std::memcpy(dst + row * packed->K_x, src + r * K, static_cast<size_t>(K));
+      for (int64_t k = 0; k < K; ++k) sums[static_cast<size_t>(row)] += src[r * K + k];
+    }
   }
   packed->parts = {RowPart{packed->values.data.get(), packed->rows, packed->K_x}};
-  int8_rows(*packed, weight.scales, sums);
+  int8_rows(*packed, scales, sums);
   count_streamed_bytes(*packed);
   return packed;
 }

@@ -50,7 +50,8 @@ Result<std::unique_ptr<PackedLinear>> pack_nm(const NMPacked& weight);
 // sparse24 records in K chunks of 128 (the last chunk may be 64 wide), or nm records; per-row scales
 // and code sums.
 // K above 65536 is an Error: the kernels' int32 sums of (code + 128) * code could overflow.
-Result<std::unique_ptr<PackedLinear>> pack_dense_int8(const Quantized& weight);
+// Dense INT8 parts (one K) are stacked by rows, part 0's first.
+Result<std::unique_ptr<PackedLinear>> pack_dense_int8(const std::vector<Quantized>& parts);
 Result<std::unique_ptr<PackedLinear>> pack_sparse24_int8(const QuantizedSparse24& weight);
 // An nm weight's values quantized per row (`values`: codes [rows, groups * keep] and scales, as
 // quantize_weights gives them for weight.values) in the nm records of an f32 weight, superchunks of

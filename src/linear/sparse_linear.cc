@@ -107,9 +107,8 @@ Result<SparseLinear> SparseLinear::dense(const std::vector<TensorView>& parts, s
     const bool in_place = !parts.empty() && (parts[0].dtype == DType::F32 || parts[0].dtype == DType::BF16);
     return finish(in_place ? cpu::pack_dense_in_place(parts, std::move(owner)) : cpu::pack_dense(parts), options);
   }
-  // INT8: each part quantized per row (so the codes of the stacked weight), codes and scales stacked.
+  // INT8: each part quantized per row (so the codes of the stacked weight), then packed part by part.
   std::vector<Quantized> quantized;
-  int64_t rows = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
     if (parts[i].shape.size() != 2 || parts[i].cols() != parts[0].cols()) {
       return Error("dense weight part " + std::to_string(i) + ": shape " + shape_str(parts[i].shape) +
@@ -117,21 +116,9 @@ Result<SparseLinear> SparseLinear::dense(const std::vector<TensorView>& parts, s
     }
     auto q = quantize_weights(parts[i], QuantType::Int8, parts.size() == 1 ? "dense weight" : "dense weight part " + std::to_string(i));
     if (!q.ok()) return q.error();
-    rows += parts[i].rows();
     quantized.push_back(std::move(*q));
   }
-  if (quantized.size() == 1) return finish(cpu::pack_dense_int8(quantized[0]), options);
-  if (quantized.empty()) return Error("dense weight: no parts");
-  const int64_t K = parts[0].cols();
-  Quantized stacked{QuantType::Int8, Tensor::empty(DType::I8, {rows, K}), Tensor::empty(DType::F32, {rows})};
-  int64_t row = 0;
-  for (const Quantized& q : quantized) {
-    const int64_t n = q.codes.rows();
-    std::memcpy(stacked.codes.as<int8_t>() + row * K, q.codes.data(), static_cast<size_t>(n * K));
-    std::memcpy(stacked.scales.as<float>() + row, q.scales.data(), static_cast<size_t>(n) * 4);
-    row += n;
-  }
-  return finish(cpu::pack_dense_int8(stacked), options);
+  return finish(cpu::pack_dense_int8(quantized), options);
 }
 
 Result<SparseLinear> SparseLinear::sparse24(const Sparse24& weight, const LinearOptions& options) {

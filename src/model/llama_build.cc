@@ -155,6 +155,23 @@ LinearOptions linear_options(DType weights, LinearFormat format) {
   return lo;
 }
 
+// A dense f32 or bf16 layer over `parts` converted to `weights` (bf16 to nearest even), each into a
+// tensor the layer holds and reads in place: no stacked copy and no packed copy beside the converted
+// one, so converting costs no memory beyond what the layer keeps (docs/design.md 11.7).
+Result<SparseLinear> pack_dense_held(const std::vector<TensorView>& parts, DType weights, const LinearOptions& lo,
+                                     const std::string& name) {
+  auto held = std::make_shared<std::vector<Tensor>>();
+  held->reserve(parts.size());
+  std::vector<TensorView> views;
+  for (const TensorView& part : parts) {
+    held->push_back(convert_rows(part, weights));
+    views.push_back(held->back().view());
+  }
+  auto linear = SparseLinear::dense(views, held, lo);
+  if (!linear.ok()) return linear.error().with_context(name + ": ");
+  return linear;
+}
+
 // Packs a dense(-masked) weight [rows, K] in F32, F16 or BF16 as `format` in the `weights` dtype.
 // f32 and bf16 forms convert the values (exactly, or rounded to nearest even for bf16); int8 forms
 // quantize the values as they are (docs/design.md 6), so a BF16 file's weights are never widened.
@@ -162,6 +179,7 @@ Result<SparseLinear> pack_linear(const TensorView& w, DType weights, LinearForma
                                  const std::optional<Pattern>& pattern, const std::string& name) {
   NMKIT_TRY(check_format(weights, format, pattern));
   LinearOptions lo = linear_options(weights, format);
+  if (format == LinearFormat::Dense && weights != DType::I8) return pack_dense_held({w}, weights, lo, name);
   const DType form = weights == DType::I8 || format == LinearFormat::Slid
                          ? (w.dtype == DType::F16 ? DType::F32 : w.dtype)
                          : weights;
@@ -286,43 +304,65 @@ Shape linear_shape(const LlamaParams& p, int i) {
   return shapes[i];
 }
 
+namespace {
+
+// The weights of linear group g, in block order.
+std::vector<TensorView> group_parts(const std::vector<TensorView>& weights, int g) {
+  std::vector<TensorView> parts;
+  for (int i = 0; i < 7; ++i) {
+    if (kLinearGroup[i] == g) parts.push_back(weights[static_cast<size_t>(i)]);
+  }
+  return parts;
+}
+
+bool reads_in_place(const std::vector<TensorView>& parts, DType weights, LinearFormat format) {
+  if (format != LinearFormat::Dense || (weights != DType::F32 && weights != DType::BF16)) return false;
+  for (const TensorView& part : parts) {
+    if (part.dtype != weights) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 Status Block::pack_group(int g, const ModelOptions& o, int64_t b, const std::vector<TensorView>& weights,
                          LinearFormat format, const std::optional<Pattern>& pattern,
                          const std::shared_ptr<const void>& owner) {
-  std::vector<TensorView> parts;
+  std::vector<TensorView> parts = group_parts(weights, g);
   bool same_dtype = true;
-  for (int i = 0; i < 7; ++i) {
-    if (kLinearGroup[i] != g) continue;
-    parts.push_back(weights[static_cast<size_t>(i)]);
-    same_dtype &= parts.back().dtype == parts.front().dtype;
-  }
+  for (const TensorView& part : parts) same_dtype &= part.dtype == parts.front().dtype;
   const std::string name = block_tensor_name(b, kGroups[g].label);
-  // Dense weights stored in the model's own dtype are read where they lie, the parts unstacked
-  // (docs/design.md 11.7: a model holds one copy of each weight).
-  if (owner && format == LinearFormat::Dense && same_dtype && parts[0].dtype == o.weights &&
-      (o.weights == DType::F32 || o.weights == DType::BF16)) {
-    NMKIT_TRY(check_format(o.weights, format, pattern));
-    auto linear = SparseLinear::dense(parts, owner, linear_options(o.weights, format));
+  Result<SparseLinear> linear = Error("");
+  const bool dense_float = format == LinearFormat::Dense && (o.weights == DType::F32 || o.weights == DType::BF16);
+  if (dense_float) NMKIT_TRY(check_format(o.weights, format, pattern));
+  if (owner && reads_in_place(parts, o.weights, format)) {
+    // Dense weights stored in the model's own dtype are read where they lie, the parts unstacked
+    // (docs/design.md 11.7: a model holds one copy of each weight).
+    linear = SparseLinear::dense(parts, owner, linear_options(o.weights, format));
     if (!linear.ok()) return linear.error().with_context(name + ": ");
-    linears[static_cast<size_t>(g)] = std::make_unique<SparseLinear>(std::move(linear.value()));
-    formats[static_cast<size_t>(g)] = format;
-    patterns[static_cast<size_t>(g)] = pattern;
-    return ok_status();
-  }
-  std::vector<Tensor> widened;  // parts of mixed dtypes (an HF q/k converted beside v read in place)
-  if (!same_dtype) {
-    for (TensorView& part : parts) {
-      if (part.dtype == DType::F32) continue;
-      widened.push_back(convert_rows(part, DType::F32));
-      part = widened.back().view();
+  } else if (dense_float) {
+    linear = pack_dense_held(parts, o.weights, linear_options(o.weights, format), name);  // part by part
+  } else if (format == LinearFormat::Dense && same_dtype && parts[0].dtype != DType::F16) {
+    // int8: each part quantized as it lies, the codes stacked (no stacked copy of the source).
+    NMKIT_TRY(check_format(o.weights, format, pattern));
+    linear = SparseLinear::dense(parts, nullptr, linear_options(o.weights, format));
+    if (!linear.ok()) return linear.error().with_context(name + ": ");
+  } else {
+    std::vector<Tensor> widened;  // parts of mixed dtypes (an HF q/k converted beside v read in place)
+    if (!same_dtype) {
+      for (TensorView& part : parts) {
+        if (part.dtype == DType::F32) continue;
+        widened.push_back(convert_rows(part, DType::F32));
+        part = widened.back().view();
+      }
     }
+    // One part is packed from where it lies; several are stacked first.
+    Tensor stacked;
+    if (parts.size() > 1) stacked = stack_rows(parts);
+    const TensorView group = parts.size() > 1 ? stacked.view() : parts[0];
+    widened.clear();
+    linear = pack_linear(group, o.weights, format, pattern, name);
   }
-  // One part is packed from where it lies; several are stacked first.
-  Tensor stacked;
-  if (parts.size() > 1) stacked = stack_rows(parts);
-  const TensorView group = parts.size() > 1 ? stacked.view() : parts[0];
-  widened.clear();
-  auto linear = pack_linear(group, o.weights, format, pattern, name);
   if (!linear.ok()) return linear.error();
   linears[static_cast<size_t>(g)] = std::make_unique<SparseLinear>(std::move(linear.value()));
   formats[static_cast<size_t>(g)] = format;
@@ -439,6 +479,7 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTenso
                    decimal_bytes(budget.bytes) + " available (" + budget.limit + ")");
     }
   }
+  release_freed_memory_eagerly();  // the build's temporaries leave the process as they are freed
   const TensorLoader& load = tensors.load_f32;
   auto impl = std::make_unique<Impl>();
   impl->params = params;
@@ -495,12 +536,14 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTenso
         owner = weights[i].owner;
       }
       NMKIT_TRY(block.pack_group(g, options, b, views, options.format, options.pattern, owner));
+      const bool in_place = owner && model::reads_in_place(model::group_parts(views, g), options.weights, options.format);
       for (size_t i = 0; i < 7; ++i) {
         if (model::kLinearGroup[i] != g) continue;
         if (options.keep_dense_weights) block.dense[i] = model::f32_copy(weights[i]);
         weights[i] = model::Weight();
-        // A weight read in place keeps its pages: the layer reads them on every call.
-        if (!owner) model::release(tensors, model::block_tensor_name(b, block_linear_names()[i]));
+        // A weight read in place keeps its pages: the layer reads them on every call. Any other
+        // (converted, pruned, quantized) is done with its source: its pages leave the process.
+        if (!in_place) model::release(tensors, model::block_tensor_name(b, block_linear_names()[i]));
       }
     }
     NMKIT_TRY(invoke_callback(options.on_block, "model build progress", b, params.n_layer));
@@ -534,6 +577,7 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTenso
                        : model::pack_linear(output.view, options.weights, LinearFormat::Dense, std::nullopt, head_name);
   if (!head.ok()) return head.error().with_context(in_place ? head_name + ": " : "");
   impl->head = std::make_unique<SparseLinear>(std::move(head.value()));
+  impl->head_reads_embedding = in_place && params.tied_output;
   if (!params.tied_output && options.keep_dense_weights) impl->output = model::f32_copy(output);
   output = model::Weight();
   if (!in_place) model::release(tensors, head_name);
@@ -658,7 +702,7 @@ size_t LlamaModel::resident_bytes() const {
   // A weight read in place counts as held: its pages are resident once read (SparseLinear).
   const auto held = [](const SparseLinear& l) { return l.resident_bytes(); };
   // A tied head read in place shares the embedding's bytes: counted once.
-  const bool shared = m.params.tied_output && m.head->borrowed_bytes() > 0;
+  const bool shared = m.head_reads_embedding;
   size_t bytes = held(*m.head) + (shared ? 0 : m.token_embd.resident_bytes()) + m.output_norm.nbytes() +
                  m.output.nbytes();
   for (const auto& block : m.blocks) {

@@ -90,6 +90,7 @@ struct LlamaModel::Impl {
   Tensor output_norm;  // f32 [n_embd]
   Tensor output;       // f32 [n_vocab, n_embd] when separate and kept
   std::unique_ptr<SparseLinear> head;
+  bool head_reads_embedding = false;  // a tied head read in place from the embedding's stored bytes
   std::vector<model::Block> blocks;
 
   Status check_linear(int64_t b, std::string_view name) const {
