@@ -8,6 +8,8 @@
 #include <optional>
 #include <utility>
 
+#include "core/system_memory.h"
+#include "io/mapped_file.h"
 #include "nmkit/model_write.h"
 #include "nmkit/text_file.h"
 
@@ -171,6 +173,7 @@ Status check_finite_values(const Tensor& t, const std::string& name) {
 Result<Tensor> PruneStream::magnitude(int64_t b, const std::string& name) {
   auto w = source->load_f32(name);
   if (!w.ok()) return w.error();
+  source->release(name);  // read once: its file pages leave the process (11.7)
   Tensor out = std::move(*w);
   NMKIT_TRY(check_finite_values(out, name));
   if (!options.selected || options.selected(name)) {
@@ -200,6 +203,7 @@ Result<Tensor> PruneStream::load(const std::string& name) {
   if (!calibrator) {
     if (linear) return magnitude(linear->first, name);
     auto t = source->load_f32(name);
+    source->release(name);
     if (t.ok()) NMKIT_TRY(check_finite_values(*t, name));
     return t;
   }
@@ -212,6 +216,23 @@ Result<Tensor> PruneStream::load(const std::string& name) {
   }
   auto node = ready.extract(name);
   return std::move(node.mapped());
+}
+
+// Magnitude builds no model: it holds a tensor in f32 with its pruned copy, and the output's mapping
+// (whole while under io::kPopulateLimit, resident as written; a larger one is released tensor by
+// tensor but still takes its address space). A run that cannot fit is refused before any tensor is
+// read, as LlamaModel::build refuses a model (docs/design.md 11.7, "Before loading").
+Status check_stream_memory(const ModelSource& source, DType dtype) {
+  const MemoryBudget budget = available_memory();
+  if (budget.limit.empty()) return ok_status();
+  const LlamaParams& p = source.params();
+  const int64_t largest = std::max({p.n_vocab, p.n_ff, p.n_head * p.head_dim()}) * p.n_embd;
+  const uint64_t output = model_file_bytes(source.params(), dtype);
+  const uint64_t working = 3 * static_cast<uint64_t>(largest) * sizeof(float);
+  const uint64_t needed = working + (budget.limit == "ulimit -v" ? output : std::min<uint64_t>(output, io::kPopulateLimit));
+  if (needed <= budget.bytes) return ok_status();
+  return Error("magnitude pruning (one tensor at a time, into a " + decimal_bytes(output) + " output) needs at least " +
+               decimal_bytes(needed) + ", " + decimal_bytes(budget.bytes) + " available (" + budget.limit + ")");
 }
 
 }  // namespace
@@ -229,6 +250,9 @@ Result<CalibRun> prune_model_to(const std::string& input, const std::string& out
   stream.before_commit = before_commit;
   stream.linears_out.assign(static_cast<size_t>(source->params().n_layer), 0);
   std::optional<LlamaModel> model;  // declared before the calibrator that points at it
+  if (Status st = calibrated(options) ? ok_status() : check_stream_memory(*source, dtype); !st.ok()) {
+    return st.error().with_context(input + ": ");
+  }
   if (calibrated(options)) {
     auto tokenizer = load_tokenizer(*source);
     if (!tokenizer.ok()) return tokenizer.error();
