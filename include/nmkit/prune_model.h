@@ -43,19 +43,12 @@ struct CalibRun {
 
 // Reads and tokenizes the calibration text (when the method needs one; a regular file only, its
 // UTF-8 checked as it is read: nmkit/text_file.h), cuts the sequences (calibration_sequences) and
-// prunes `model` in place (built with keep_dense_weights). Errors: a missing, non-regular or
+// prunes `model` in place (its dense weights are read from its source as needed). Errors: a missing, non-regular or
 // non-UTF-8 text, sequence sizes below 1 or above the model's context, a text shorter than one
 // sequence, and calibrate_and_prune's.
 Result<CalibRun> calibrate_model(LlamaModel& model, const Tokenizer* tokenizer, const CalibTextOptions& options);
 
-// A model file opened and pruned, ready to be written.
-struct PrunedModel {
-  ModelSource source;
-  LlamaModel model;
-  CalibRun run;
-};
-
-// Whether `output` is a form prune_model can write for `input`, checked before any long work
+// Whether `output` is a form prune_model_to can write for `input`, checked before any long work
 // (parse_model_output and check_model_output, include/nmkit/model_write.h): .gguf, a folder (DIR or
 // DIR/, absent or holding only what write_model_hf writes, and holding no input), or .safetensors for
 // a Hugging Face folder only; never a file the input reads (a folder's weights, shards, config,
@@ -66,18 +59,25 @@ Status check_pruned_model_output(const std::string& input, const std::string& ou
                                  const std::vector<FileRole>& other_outputs = {},
                                  const std::string& label = "output");
 
-// Opens `input` (a GGUF file or a Hugging Face folder), builds it with its dense weights kept (a model
-// that cannot fit in the memory left is refused first, naming `input`) and prunes it (calibrate_model).
-Result<PrunedModel> prune_model(const std::string& input, const CalibTextOptions& options);
-
-// Writes the pruned model, by the form of `output` (parse_model_output), its 2-D tensors converted to
-// `dtype` (F32, F16, BF16; a value the dtype cannot hold is an Error naming tensor, element and value):
+// Opens `input` (a GGUF file or a Hugging Face folder), prunes every block linear by `options` and
+// writes the result to `output` as it goes (docs/design.md 12, "Pruning a model file"): wanda and
+// sparsegpt run the model block by block (ModelCalibrator) on a model built in the file's dtype where
+// it is F32 or BF16 (read in place), else f32, with no dense copy of its weights (a model that cannot
+// fit in the memory left is refused first, naming `input`); the writer pulls each block's pruned
+// linears as it reaches them, holding only the blocks its tensor order takes ahead; magnitude prunes
+// each linear from the file as it is written. Written by the form of `output` (parse_model_output),
+// 2-D tensors converted to `dtype` (F32, F16, BF16; a value the dtype cannot hold is an Error naming
+// tensor, element and value):
 //   OUT.gguf         GGUF (a GGUF source: its metadata and tensor order, general.file_type set; a
 //                    Hugging Face source: its parameters and tokenizer as llama.cpp's converter writes them);
 //   OUT (a folder)   a Hugging Face llama folder (write_model_hf; any source);
 //   OUT.safetensors  a Hugging Face source only: the weights under its own names and row order.
-// Atomic; on_tensor(i, n, name) before each tensor is written.
-Status write_pruned_model(const PrunedModel& pruned, const std::string& output, DType dtype,
-                          const std::function<void(size_t i, size_t n, const std::string& name)>& on_tensor = {});
+// Atomic: on_tensor(i, n, name) before each tensor is written; before_commit(run), once every linear
+// is pruned and the report is complete but before the output is renamed into place (an Error from
+// it leaves nothing written). Returns the run's report.
+Result<CalibRun> prune_model_to(const std::string& input, const std::string& output, const CalibTextOptions& options,
+                                DType dtype = DType::F32,
+                                const std::function<void(size_t i, size_t n, const std::string& name)>& on_tensor = {},
+                                const std::function<Status(const CalibRun& run)>& before_commit = {});
 
 }  // namespace nmkit

@@ -225,17 +225,16 @@ scored. A text of fewer than 2 * ctx tokens raises nmkit.Error.)")
         check(check_pruned_model_output(src.string(), out.string(), written, inputs, {}, "out"));
         LongCall call(progress);
         options.on_block = call.progress("prune");
-        const PrunedModel pruned = unwrap(call.run([&] { return prune_model(src.string(), options); }));
-        check(call.run([&] {
-          return write_pruned_model(pruned, out.string(), written, [&call](size_t i, size_t n, const std::string&) {
-            call.notify("write", static_cast<int64_t>(i) + 1, static_cast<int64_t>(n));
-          });
+        const CalibRun run = unwrap(call.run([&] {
+          return prune_model_to(src.string(), out.string(), options, written,
+                                [&call](size_t i, size_t n, const std::string&) {
+                                  call.notify("write", static_cast<int64_t>(i) + 1, static_cast<int64_t>(n));
+                                });
         }));
-        const CalibReport& report = pruned.run.report;
+        const CalibReport& report = run.report;
         PruneSums total;
         for (const LinearReport& l : report.linears) total += l.sums;
-        return PruneModelReport{metrics_from(total), report.linears, report.seconds, pruned.run.text_path,
-                                pruned.run.text_tokens};
+        return PruneModelReport{metrics_from(total), report.linears, report.seconds, run.text_path, run.text_tokens};
       },
       nb::arg("src"), nb::arg("out"), nb::arg("pattern"), nb::arg("method") = "sparsegpt",
       nb::arg("calib") = nb::none(), nb::arg("calib_seqs") = 64, nb::arg("calib_len") = 256, nb::arg("refit") = 0,

@@ -623,7 +623,16 @@ Status LlamaModel::replace_block(int64_t b, const std::vector<TensorView>& weigh
                    shape_str(shape));
     }
   }
-  for (int g = 0; g < model::kGroupCount; ++g) NMKIT_TRY(block.pack_group(g, impl_->options, b, weights, format, pattern));
+  for (int g = 0; g < model::kGroupCount; ++g) {
+    // A group that read its weights in place leaves the file's pages behind once repacked: they are
+    // dropped (11.7), so a model pruned block by block holds one copy of each weight, not two.
+    const bool was_in_place = block.linears[static_cast<size_t>(g)] && block.linears[static_cast<size_t>(g)]->borrowed_bytes() > 0;
+    NMKIT_TRY(block.pack_group(g, impl_->options, b, weights, format, pattern));
+    if (!was_in_place) continue;
+    for (size_t i = 0; i < 7; ++i) {
+      if (model::kLinearGroup[i] == g) model::release(impl_->source, model::block_tensor_name(b, block_linear_names()[i]));
+    }
+  }
   if (!block.dense.empty()) {
     for (size_t i = 0; i < 7; ++i) block.dense[i] = Tensor::copy_of(weights[i]);
   }

@@ -85,32 +85,27 @@ int run_prune_model(const ModelPruneArgs& a) {
     if (!probe.ok()) return report_error(probe.error());
   }
 
+  // Pruned as it is written (prune_model_to): the progress line counts blocks; the report is made
+  // complete before the model is renamed into place (issue 13, M1).
   Progress calib_progress(std::string(calib_method_name(*method)) + " " + pattern->str());
   show_calib_progress(calib_progress, *options);
-  Result<PrunedModel> pruned = Error("");
+  std::optional<PendingFile> report;
+  const auto prepare_report = [&](const CalibRun& done) -> Status {
+    if (a.report.empty()) return ok_status();
+    auto file = prepare_text_file(a.report, calib_report_json(done, *pattern, *method).dump(2) + "\n");
+    if (!file.ok()) return file.error();
+    report.emplace(std::move(*file));
+    return ok_status();
+  };
+  Result<CalibRun> pruned = Error("");
   {
     MemoryActivity activity("pruning " + a.input +
                             (options->text_path.empty() ? "" : " on the calibration text " + options->text_path));
-    pruned = prune_model(a.input, *options);
+    pruned = prune_model_to(a.input, a.output, *options, *dtype, {}, prepare_report);
   }
   calib_progress.clear();
   if (!pruned.ok()) return report_error(pruned.error());
-  const CalibRun& run = pruned->run;
-  // The report is made complete before the model is renamed into place (issue 13, M1).
-  std::optional<PendingFile> report;
-  if (!a.report.empty()) {
-    auto file = prepare_text_file(a.report, calib_report_json(run, *pattern, *method).dump(2) + "\n");
-    if (!file.ok()) return report_error(file.error());
-    report.emplace(std::move(*file));
-  }
-  {
-    MemoryActivity activity("writing " + a.output);
-    Progress progress("writing");
-    std::function<void(size_t, size_t, const std::string&)> on_tensor;
-    if (progress.enabled()) on_tensor = [&](size_t i, size_t n, const std::string& name) { progress.update(i, n, name); };
-    if (Status st = write_pruned_model(*pruned, a.output, *dtype, on_tensor); !st.ok()) return report_error(st.error());
-    progress.clear();
-  }
+  const CalibRun& run = *pruned;
   if (report) {
     if (Status st = report->commit(); !st.ok()) {
       return report_error(fmt::format("wrote {}, but not the report: {}", a.output, st.error().message()));
