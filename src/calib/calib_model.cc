@@ -46,8 +46,9 @@ Result<CalibMethod> parse_calib_method(std::string_view text) {
   if (text == "magnitude") return CalibMethod::Magnitude;
   if (text == "wanda") return CalibMethod::Wanda;
   if (text == "sparsegpt") return CalibMethod::SparseGpt;
+  if (text == "admm") return CalibMethod::Admm;
   return Error(ErrorCode::InvalidArgument, "unknown pruning method '" + std::string(text) +
-               "' (expected magnitude, wanda or sparsegpt)");
+               "' (expected magnitude, wanda, sparsegpt or admm)");
 }
 
 std::string_view calib_method_name(CalibMethod method) {
@@ -55,6 +56,7 @@ std::string_view calib_method_name(CalibMethod method) {
     case CalibMethod::Magnitude: return "magnitude";
     case CalibMethod::Wanda: return "wanda";
     case CalibMethod::SparseGpt: return "sparsegpt";
+    case CalibMethod::Admm: return "admm";
   }
   return "unknown";
 }
@@ -94,9 +96,14 @@ struct ModelCalibrator::State {
   Clock::time_point started;
 
   bool calibrated() const { return needs_calibration(options.method) || options.refit_steps > 0; }
+  AdmmOptions admm_options() const {
+    AdmmOptions o = options.admm;
+    o.damping = options.sparsegpt.damping;
+    return o;
+  }
   Status run_block();
   Status prune_linear(int64_t b, const std::string& name, const GroupStats* g, const std::vector<double>& H,
-                      const InverseCholesky& factor, double chol_share, Tensor& out);
+                      const InverseCholesky& factor, const AdmmFactor& admm, double chol_share, Tensor& out);
 };
 
 ModelCalibrator::ModelCalibrator(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -116,7 +123,8 @@ Result<ModelCalibrator> ModelCalibrator::start(LlamaModel& model, std::vector<in
   s->report.seq_len = seq_len;
   s->report.refit_steps = s->options.refit_steps;
   if (s->options.format != CalibLinearFormat::Dense) s->packed_pattern = s->options.pattern;
-  s->full_hessian = s->options.method == CalibMethod::SparseGpt || s->options.refit_steps > 0;
+  s->full_hessian = s->options.method == CalibMethod::SparseGpt || s->options.method == CalibMethod::Admm ||
+                    s->options.refit_steps > 0;
   if (s->calibrated()) {
     const int64_t n = n_seq * seq_len, d = model.params().n_embd;
     if (n_seq < 1 || seq_len < 1 || static_cast<int64_t>(tokens.size()) != n) {
@@ -151,7 +159,7 @@ CalibReport ModelCalibrator::report() const { return state_->report; }
 // magnitude without refit; H, factor: the Hessian and SparseGPT's factor when computed).
 Status ModelCalibrator::State::prune_linear(int64_t b, const std::string& name, const GroupStats* g,
                                             const std::vector<double>& H, const InverseCholesky& factor,
-                                            double chol_share, Tensor& out) {
+                                            const AdmmFactor& admm, double chol_share, Tensor& out) {
   CalibTimes& times = report.seconds;
   const std::string full = tensor_name(b, name);
   auto loaded = model->load_dense_weight(b, name);
@@ -168,6 +176,14 @@ Status ModelCalibrator::State::prune_linear(int64_t b, const std::string& name, 
     lr.sums = r->sums;
     lr.weight_relative_error = r->weight_relative_error;
     lr.damping = factor.damping;
+    lr.dead_inputs = r->dead_inputs;
+    pruned = std::move(r->pruned);
+  } else if (options.method == CalibMethod::Admm) {
+    auto r = admm_prune_with(w, admm, options.pattern, admm_options(), full);
+    if (!r.ok()) return r.error();
+    lr.sums = r->sums;
+    lr.weight_relative_error = r->weight_relative_error;
+    lr.damping = admm.damping;
     lr.dead_inputs = r->dead_inputs;
     pruned = std::move(r->pruned);
   } else if (options.method == CalibMethod::Wanda) {
@@ -221,7 +237,7 @@ Status ModelCalibrator::State::run_block() {
 
   if (!calibrated()) {  // magnitude: no statistics, no pass
     for (size_t i = 0; i < linear_names.size(); ++i) {
-      NMKIT_TRY(prune_linear(b, linear_names[i], nullptr, {}, {}, 0, pruned[i]));
+      NMKIT_TRY(prune_linear(b, linear_names[i], nullptr, {}, {}, {}, 0, pruned[i]));
     }
   } else {
     std::vector<GroupStats> groups;
@@ -270,6 +286,7 @@ Status ModelCalibrator::State::run_block() {
     for (const GroupStats& g : groups) {
       std::vector<double> H;
       InverseCholesky factor;
+      AdmmFactor admm;
       double chol_share = 0;
       if (full_hessian) H = g.stats->hessian();
       if (options.method == CalibMethod::SparseGpt) {
@@ -280,13 +297,21 @@ Status ModelCalibrator::State::run_block() {
         const double chol = seconds_since(tc);
         times.cholesky += chol;
         chol_share = chol / static_cast<double>(g.names.size());
+      } else if (options.method == CalibMethod::Admm) {
+        const auto tc = Clock::now();
+        auto f = admm_factor(H.data(), g.stats->K(), admm_options(), tensor_name(b, g.names.front()));
+        if (!f.ok()) return f.error();
+        admm = std::move(*f);
+        const double chol = seconds_since(tc);
+        times.cholesky += chol;
+        chol_share = chol / static_cast<double>(g.names.size());
       } else if (g.error_stats) {
         H = g.error_stats->hessian();
       }
       for (const std::string& name : g.names) {
         const auto i = static_cast<size_t>(std::find(linear_names.begin(), linear_names.end(), name) -
                                            linear_names.begin());
-        NMKIT_TRY(prune_linear(b, name, &g, H, factor, chol_share, pruned[i]));
+        NMKIT_TRY(prune_linear(b, name, &g, H, factor, admm, chol_share, pruned[i]));
       }
     }
   }

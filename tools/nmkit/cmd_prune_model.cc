@@ -1,4 +1,4 @@
-// nmkit prune MODEL -o OUT --pattern P --method magnitude|wanda|sparsegpt [--calib FILE]: prunes every
+// nmkit prune MODEL -o OUT --pattern P --method magnitude|wanda|sparsegpt|admm [--calib FILE]: prunes every
 // attention and MLP linear of a llama model (docs/design.md 11.5), calibrated block by block for
 // wanda and sparsegpt (docs/design.md section 12), and writes, by the form of OUT:
 //   OUT.gguf         GGUF (a GGUF source: its metadata and tensor order), F32/F16/BF16 dense-masked;
