@@ -93,23 +93,30 @@ Result<SparseGptResult> sparsegpt_prune_with(const TensorView& w, const InverseC
 // is the caller's, as for the other methods.
 struct AdmmOptions {
   double damping = 0.01;  // fraction of mean(diag H) added to the diagonal, as SparseGPT's
-  double rho = 1.0;       // the penalty, in units of Hn's unit diagonal
+  double rho = 0.125;       // the first penalty, in units of Hn's unit diagonal
+  double rho_growth = 2.0;  // the penalty is multiplied by this every `rho_every` iterations
+  int rho_every = 6;        // iterations per penalty level (0: one level)
   int iterations = 24;    // in all
   int schedule = 16;      // iterations over which the row's extra kept weights fall to 0 (cubically)
   bool double_precision = false;  // the iteration's GEMM in float64 (tests against the reference)
   // Tests: project onto this fixed support (rows * K bytes, 1 = kept) instead of the pattern.
   const std::vector<uint8_t>* frozen_mask = nullptr;
+
+  int rho_levels() const;            // ceil(iterations / rho_every), 1 when rho_every is 0
+  int rho_level(int iteration) const;
+  double rho_at(int level) const;    // rho * rho_growth^level
 };
 
-// What ADMM needs of one input's Hessian, shared by the linears that read it: the column scale and
-// A^-1 (K x K, both triangles), in float64 and float32.
+// What ADMM needs of one input's Hessian, shared by the linears that read it: the column scale and,
+// per penalty level, A^-1 = (Hn + rho I)^-1 (K x K, both triangles) in float64 and float32.
 struct AdmmFactor {
   int64_t K = 0;
-  double rho = 0, damping = 0;
+  double damping = 0;
+  std::vector<double> rho;    // per level
   std::vector<double> scale;  // d[k] = sqrt(Hd[k,k])
   std::vector<int64_t> dead;  // inputs with H[k,k] = 0: their column of W is set to zero
-  std::vector<double> a_inverse;
-  std::vector<float> a_inverse_f32;
+  std::vector<std::vector<double>> a_inverse;
+  std::vector<std::vector<float>> a_inverse_f32;
 };
 Result<AdmmFactor> admm_factor(const double* H, int64_t K, const AdmmOptions& options = {},
                                std::string_view name = "");

@@ -7,6 +7,7 @@
 // on OpenBLAS, in float32 unless options.double_precision (the iteration only has to find the mask;
 // the refit that follows solves for the weights in float64).
 #include <cblas.h>
+#include <dnnl.h>
 #include <lapacke.h>
 
 #include <algorithm>
@@ -31,16 +32,17 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// dst (rows x K) += alpha * a (rows x K) * s (K x K symmetric).
-void add_times_symmetric(int64_t rows, int64_t K, double alpha, const float* a, const float* s, float* dst) {
-  cblas_ssymm(CblasRowMajor, CblasRight, CblasUpper, static_cast<int>(rows), static_cast<int>(K),
-              static_cast<float>(alpha), s, static_cast<int>(K), a, static_cast<int>(K), 1.0f, dst,
-              static_cast<int>(K));
+// dst (rows x K) += alpha * a (rows x K) * s (K x K, both triangles held). Float32 on oneDNN's
+// sgemm, which ran this product (576 x 1536 x 1536) 3-4x faster than OpenBLAS's on this machine
+// (data.md, "ADMM"); float64 (tests) on OpenBLAS.
+void add_product(int64_t rows, int64_t K, double alpha, const float* a, const float* s, float* dst) {
+  const dnnl_status_t status = dnnl_sgemm('N', 'N', rows, K, K, static_cast<float>(alpha), a, K, s, K, 1.0f, dst, K);
+  NMKIT_ASSERT(status == dnnl_success);
 }
-void add_times_symmetric(int64_t rows, int64_t K, double alpha, const double* a, const double* s,
-                         double* dst) {
-  cblas_dsymm(CblasRowMajor, CblasRight, CblasUpper, static_cast<int>(rows), static_cast<int>(K), alpha, s,
-              static_cast<int>(K), a, static_cast<int>(K), 1.0, dst, static_cast<int>(K));
+void add_product(int64_t rows, int64_t K, double alpha, const double* a, const double* s, double* dst) {
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), static_cast<int>(K),
+              static_cast<int>(K), alpha, a, static_cast<int>(K), s, static_cast<int>(K), 1.0, dst,
+              static_cast<int>(K));
 }
 
 template <class T>
@@ -56,12 +58,13 @@ Result<AdmmResult> run(const TensorView& w, const std::vector<float>& original, 
   const auto t0 = Clock::now();
   const int64_t rows = w.rows(), K = w.cols();
   const size_t n = static_cast<size_t>(rows * K);
-  const T* a_inverse = nullptr;
-  if constexpr (sizeof(T) == sizeof(float)) {
-    a_inverse = factor.a_inverse_f32.data();
-  } else {
-    a_inverse = factor.a_inverse.data();
-  }
+  auto a_inverse = [&factor](int level) -> const T* {
+    if constexpr (sizeof(T) == sizeof(float)) {
+      return factor.a_inverse_f32[level].data();
+    } else {
+      return factor.a_inverse[level].data();
+    }
+  };
   Iterate<T> it;
   it.rows = rows;
   it.K = K;
@@ -106,8 +109,18 @@ Result<AdmmResult> run(const TensorView& w, const std::vector<float>& original, 
       }
     });
     if (t + 1 == options.iterations) break;  // the result is this Z; no W step after it
+    const int level = options.rho_level(t);
+    if (t > 0 && level != options.rho_level(t - 1)) {
+      // U is the scaled dual (Y / rho): a new rho rescales it, and V with it.
+      const T c = static_cast<T>(factor.rho[level - 1] / factor.rho[level]);
+      for (size_t i = 0; i < n; ++i) {
+        const T u = it.u[i] * c;
+        it.v[i] += it.u[i] - u;
+        it.u[i] = u;
+      }
+    }
     std::copy(it.wn.begin(), it.wn.end(), it.w.begin());
-    if (rows > 0 && K > 0) add_times_symmetric(rows, K, factor.rho, it.v.data(), a_inverse, it.w.data());
+    if (rows > 0 && K > 0) add_product(rows, K, factor.rho[level], it.v.data(), a_inverse(level), it.w.data());
   }
   for (size_t i = 0; i < n; ++i) out.last_changes += it.kept[i] != it.previous[i];
   std::vector<double> values(n);
@@ -126,44 +139,68 @@ Result<AdmmResult> run(const TensorView& w, const std::vector<float>& original, 
 
 }  // namespace
 
+int AdmmOptions::rho_levels() const {
+  return rho_every <= 0 ? 1 : std::max(1, (iterations + rho_every - 1) / rho_every);
+}
+int AdmmOptions::rho_level(int iteration) const {
+  return rho_every <= 0 ? 0 : std::min(iteration / rho_every, rho_levels() - 1);
+}
+double AdmmOptions::rho_at(int level) const { return rho * std::pow(rho_growth, level); }
+
 Result<AdmmFactor> admm_factor(const double* H, int64_t K, const AdmmOptions& options, std::string_view name) {
-  if (!(options.rho > 0) || !std::isfinite(options.rho)) {
-    return Error(layer_prefix(name) + "ADMM's rho must be finite and > 0, got " + num(options.rho));
+  if (!(options.rho > 0) || !std::isfinite(options.rho) || !(options.rho_growth > 0) ||
+      !std::isfinite(options.rho_growth)) {
+    return Error(layer_prefix(name) + "ADMM's rho must be finite and > 0, got " + num(options.rho) +
+                 " (growth " + num(options.rho_growth) + ")");
   }
   auto checked = calib_detail::checked_hessian(H, K, options.damping, name);
   if (!checked.ok()) return checked.error();
   AdmmFactor out;
   out.K = K;
-  out.rho = options.rho;
   out.damping = options.damping;
   out.dead = checked->dead;
   out.scale.resize(static_cast<size_t>(K));
-  std::vector<double>& a = checked->h;
+  std::vector<double>& hn = checked->h;
   for (int64_t k = 0; k < K; ++k) {
-    a[k * K + k] += options.damping * checked->mean_diag;
-    out.scale[k] = std::sqrt(a[k * K + k]);
+    hn[k * K + k] += options.damping * checked->mean_diag;
+    out.scale[k] = std::sqrt(hn[k * K + k]);
   }
-  // A = D^-1 Hd D^-1 + rho I.
   for (int64_t i = 0; i < K; ++i) {
-    for (int64_t j = 0; j < K; ++j) a[i * K + j] /= out.scale[i] * out.scale[j];
-    a[i * K + i] += options.rho;
+    for (int64_t j = 0; j < K; ++j) hn[i * K + j] /= out.scale[i] * out.scale[j];
   }
-  if (K > 0) {
-    // Row-major upper = column-major lower (inverse_cholesky.cc): A^-1 lands in the upper triangle.
-    const calib_detail::SingleBlasThread single;
-    const auto k = static_cast<lapack_int>(K);
-    lapack_int info = LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', k, a.data(), k);
-    if (info == 0) info = LAPACKE_dpotri(LAPACK_COL_MAJOR, 'L', k, a.data(), k);
-    if (info != 0) {
-      return Error(layer_prefix(name) + "ADMM: Cholesky factorization of Hn + rho I failed (LAPACK info " +
-                   std::to_string(info) + ")");
+  // One level per pool thread, each factorization on one OpenBLAS thread (single_blas_thread.h).
+  const int levels = options.rho_levels();
+  out.rho.resize(static_cast<size_t>(levels));
+  out.a_inverse.resize(static_cast<size_t>(levels));
+  out.a_inverse_f32.resize(static_cast<size_t>(levels));
+  std::vector<lapack_int> info(static_cast<size_t>(levels), 0);
+  const calib_detail::SingleBlasThread single;
+  parallel_for(levels, 1, [&](int64_t l0, int64_t l1) {
+    for (int64_t level = l0; level < l1; ++level) {
+      const double rho = options.rho_at(static_cast<int>(level));
+      std::vector<double> a = hn;  // A = Hn + rho I
+      for (int64_t i = 0; i < K; ++i) a[i * K + i] += rho;
+      if (K > 0) {
+        // Row-major upper = column-major lower (inverse_cholesky.cc): A^-1 lands in the upper triangle.
+        const auto k = static_cast<lapack_int>(K);
+        info[level] = LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', k, a.data(), k);
+        if (info[level] == 0) info[level] = LAPACKE_dpotri(LAPACK_COL_MAJOR, 'L', k, a.data(), k);
+        if (info[level] != 0) continue;
+      }
+      for (int64_t i = 0; i < K; ++i) {
+        for (int64_t j = 0; j < i; ++j) a[i * K + j] = a[j * K + i];
+      }
+      out.rho[level] = rho;
+      out.a_inverse_f32[level].assign(a.begin(), a.end());
+      out.a_inverse[level] = std::move(a);
+    }
+  });
+  for (int level = 0; level < levels; ++level) {
+    if (info[level] != 0) {
+      return Error(layer_prefix(name) + "ADMM: Cholesky factorization of Hn + rho I failed at rho " +
+                   num(options.rho_at(level)) + " (LAPACK info " + std::to_string(info[level]) + ")");
     }
   }
-  for (int64_t i = 0; i < K; ++i) {
-    for (int64_t j = 0; j < i; ++j) a[i * K + j] = a[j * K + i];
-  }
-  out.a_inverse = std::move(a);
-  out.a_inverse_f32.assign(out.a_inverse.begin(), out.a_inverse.end());
   return out;
 }
 
@@ -193,13 +230,14 @@ Result<AdmmResult> admm_prune_with(const TensorView& w, const AdmmFactor& factor
   if (auto checked = Pattern::make(pattern.keep, pattern.group); !checked.ok()) {
     return checked.error().with_context(where);
   }
-  if (factor.K != w.cols() || static_cast<int64_t>(factor.a_inverse.size()) != factor.K * factor.K) {
-    return Error(where + "the ADMM factor is for " + std::to_string(factor.K) + " inputs, the weight " +
-                 shape_str(w.shape) + " has K = " + std::to_string(w.cols()));
-  }
   if (options.iterations < 1 || options.schedule < 0) {
     return Error(where + "ADMM needs iterations >= 1 and a schedule >= 0, got " +
                  std::to_string(options.iterations) + " and " + std::to_string(options.schedule));
+  }
+  if (factor.K != w.cols() || static_cast<int>(factor.a_inverse.size()) != options.rho_levels()) {
+    return Error(where + "the ADMM factor is for " + std::to_string(factor.K) + " inputs and " +
+                 std::to_string(factor.a_inverse.size()) + " penalty levels, the weight " + shape_str(w.shape) +
+                 " has K = " + std::to_string(w.cols()) + " and the options " + std::to_string(options.rho_levels()));
   }
   if (options.frozen_mask != nullptr && options.frozen_mask->size() != static_cast<size_t>(w.numel())) {
     return Error(where + "the frozen mask has " + std::to_string(options.frozen_mask->size()) +

@@ -72,14 +72,16 @@ AdmmRefResult ref_admm(const std::vector<float>& w, int64_t rows, int64_t K, con
     hd[k * K + k] += options.damping * mean;
     d[k] = std::sqrt(hd[k * K + k]);
   }
-  std::vector<double> hn(static_cast<size_t>(K * K)), a(static_cast<size_t>(K * K));
+  std::vector<double> hn(static_cast<size_t>(K * K));
   for (int64_t i = 0; i < K; ++i) {
-    for (int64_t j = 0; j < K; ++j) {
-      hn[i * K + j] = hd[i * K + j] / (d[i] * d[j]);
-      a[i * K + j] = hn[i * K + j] + (i == j ? options.rho : 0.0);
-    }
+    for (int64_t j = 0; j < K; ++j) hn[i * K + j] = hd[i * K + j] / (d[i] * d[j]);
   }
-  const std::vector<double> l = cholesky(a, K);
+  // The penalty of iteration t: rho * growth^level, level = min(t / every, levels - 1).
+  const int levels = options.rho_every <= 0 ? 1 : std::max(1, (options.iterations + options.rho_every - 1) / options.rho_every);
+  auto rho_of = [&](int t) {
+    const int level = options.rho_every <= 0 ? 0 : std::min(t / options.rho_every, levels - 1);
+    return options.rho * std::pow(options.rho_growth, level);
+  };
   const size_t n = static_cast<size_t>(rows * K);
   std::vector<double> wn(n), b(n, 0.0), W(n), U(n, 0.0), Z(n, 0.0);
   for (int64_t r = 0; r < rows; ++r) {
@@ -134,9 +136,16 @@ AdmmRefResult ref_admm(const std::vector<float>& w, int64_t rows, int64_t K, con
       }
     }
     if (t + 1 == options.iterations) break;
+    const double rho = rho_of(t);
+    if (t > 0 && rho != rho_of(t - 1)) {
+      for (double& u : U) u *= rho_of(t - 1) / rho;  // the scaled dual Y / rho
+    }
+    std::vector<double> a = hn;
+    for (int64_t k = 0; k < K; ++k) a[k * K + k] += rho;
+    const std::vector<double> l = cholesky(a, K);
     for (int64_t r = 0; r < rows; ++r) {
       std::vector<double> rhs(static_cast<size_t>(K));
-      for (int64_t k = 0; k < K; ++k) rhs[k] = b[r * K + k] + options.rho * (Z[r * K + k] - U[r * K + k]);
+      for (int64_t k = 0; k < K; ++k) rhs[k] = b[r * K + k] + rho * (Z[r * K + k] - U[r * K + k]);
       const std::vector<double> y = solve(l, K, rhs);
       std::copy(y.begin(), y.end(), W.begin() + r * K);
     }
