@@ -44,6 +44,9 @@ struct CalibOptions {
   // Wanda needs no Hessian; its output error (docs/design.md section 12) is measured on a Hessian of the first
   // `wanda_error_tokens` calibration tokens (0: none) so that it stays cheap.
   int64_t wanda_error_tokens = 2048;
+  // The per-linear output error (design section 12) is computed only when this is set: for
+  // SparseGPT and ADMM it costs one product with H per linear, for Wanda a Hessian as well.
+  bool output_error = true;
   // Beyond the papers: after the mask, refit the kept weights by least squares on the calibration
   // inputs (reconstruct_kept, this many CG steps; 0: off). Needs the full Hessian, also for Wanda.
   int refit_steps = 0;

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "nmkit/calib_model.h"
@@ -25,6 +26,13 @@ struct CalibTextOptions {
   int64_t n_seq = 64;     // calibration sequences...
   int64_t seq_len = 256;  // ...of this many tokens, windows spread over the text
   int refit_steps = 0;    // CalibOptions::refit_steps
+  AdmmOptions admm;       // CalibOptions::admm
+  bool output_error = true;  // CalibOptions::output_error
+  // CalibOptions::wanda_error_tokens: Wanda's output-error report costs a Hessian of these tokens.
+  int64_t wanda_error_tokens = 2048;
+  // prune_model only: the weights the calibration passes run with (F32, BF16 or I8; design.md 12);
+  // unset: BF16 for Wanda, F32 for the others. The pruned weights come from the file's either way.
+  std::optional<DType> pass_weights;
   CalibLinearFormat format = CalibLinearFormat::Dense;  // the form pruned linears take in the model
   std::function<void(int64_t b, int64_t n_layer)> on_block;  // after each block
 };

@@ -203,9 +203,13 @@ Status ModelCalibrator::State::prune_linear(int64_t b, const std::string& name, 
   times.prune += prune_seconds;
   lr.seconds = prune_seconds + chol_share;
   if (options.refit_steps > 0) {
-    auto before = output_error(w, pruned.view(), H.data());
-    if (!before.ok()) return before.error().with_context(full + ": ");
-    lr.refit_before = *before;
+    if (options.output_error) {
+      const auto te = Clock::now();
+      auto before = output_error(w, pruned.view(), H.data());
+      if (!before.ok()) return before.error().with_context(full + ": ");
+      lr.refit_before = *before;
+      times.error += seconds_since(te);
+    }
     const auto tr = Clock::now();
     auto refit = reconstruct_kept(w, pruned, H.data(), options.refit_steps, options.sparsegpt.damping, full);
     if (!refit.ok()) return refit.error();
@@ -214,7 +218,7 @@ Status ModelCalibrator::State::prune_linear(int64_t b, const std::string& name, 
     lr.seconds += refit_seconds;
     lr.weight_relative_error = relative_difference(w, pruned);
   }
-  if (!H.empty()) {
+  if (!H.empty() && options.output_error) {
     const auto te = Clock::now();
     auto e = output_error(w, pruned.view(), H.data());
     if (!e.ok()) return e.error().with_context(full + ": ");
@@ -260,7 +264,7 @@ Status ModelCalibrator::State::run_block() {
       if (g == nullptr) {
         groups.push_back(GroupStats{in.names, std::make_unique<InputStats>(in.K, full_hessian), nullptr});
         g = &groups.back();
-        if (!full_hessian && options.wanda_error_tokens > 0) {
+        if (!full_hessian && options.output_error && options.wanda_error_tokens > 0) {
           g->error_stats = std::make_unique<InputStats>(in.K, true);
         }
       }

@@ -72,6 +72,9 @@ Result<CalibRun> calibrate_model(LlamaModel& model, const Tokenizer* tokenizer, 
   options.method = o.method;
   options.format = o.format;
   options.refit_steps = o.refit_steps;
+  options.admm = o.admm;
+  options.wanda_error_tokens = o.wanda_error_tokens;
+  options.output_error = o.output_error;
   options.on_block = o.on_block;
   std::vector<int32_t> tokens;
   int64_t n_seq = 0;
@@ -124,6 +127,7 @@ Result<PrunedModel> prune_model(const std::string& input, const CalibTextOptions
   }
   ModelOptions model_options;
   model_options.keep_dense_weights = true;
+  model_options.weights = options.pass_weights.value_or(options.method == CalibMethod::Wanda ? DType::BF16 : DType::F32);
   auto model = LlamaModel::build(source->params(), source->tensors(), model_options);
   if (!model.ok()) return model.error();
   auto run = calibrate_model(*model, tokenizer ? &*tokenizer : nullptr, options);
