@@ -6,7 +6,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <string>
 
 #include "nmkit/calib_model.h"
@@ -30,9 +29,9 @@ struct CalibTextOptions {
   bool output_error = true;  // CalibOptions::output_error
   // CalibOptions::wanda_error_tokens: Wanda's output-error report costs a Hessian of these tokens.
   int64_t wanda_error_tokens = 2048;
-  // prune_model only: the weights the calibration passes run with (F32, BF16 or I8; design.md 12);
-  // unset: BF16 for Wanda, F32 for the others. The pruned weights come from the file's either way.
-  std::optional<DType> pass_weights;
+  // prune_model only: the weights the calibration passes run with (F32, BF16 or I8; design.md 12).
+  // The pruned weights come from the file's either way.
+  DType pass_weights = DType::F32;
   CalibLinearFormat format = CalibLinearFormat::Dense;  // the form pruned linears take in the model
   std::function<void(int64_t b, int64_t n_layer)> on_block;  // after each block
 };

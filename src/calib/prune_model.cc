@@ -127,7 +127,7 @@ Result<PrunedModel> prune_model(const std::string& input, const CalibTextOptions
   }
   ModelOptions model_options;
   model_options.keep_dense_weights = true;
-  model_options.weights = options.pass_weights.value_or(options.method == CalibMethod::Wanda ? DType::BF16 : DType::F32);
+  model_options.weights = options.pass_weights;
   auto model = LlamaModel::build(source->params(), source->tensors(), model_options);
   if (!model.ok()) return model.error();
   auto run = calibrate_model(*model, tokenizer ? &*tokenizer : nullptr, options);

@@ -36,8 +36,8 @@ void add_model_prune_flags(CLI::App& app, ModelPruneFlags& flags) {
   add_calib_flags(app, flags.calib);
   app.add_option("--dtype", flags.dtype, "Model input: tensor dtype written (f32, f16, bf16)")->capture_default_str();
   app.add_option("--calib-weights", flags.pass_weights,
-                 "Model input: weights the calibration passes run with: auto (bf16 for wanda, f32 for "
-                 "sparsegpt and admm), f32, bf16 or int8; the pruned weights come from the file's either way")
+                 "Model input: weights the calibration passes run with (f32, bf16 or int8); the pruned "
+                 "weights come from the file's either way")
       ->capture_default_str();
 }
 
@@ -78,13 +78,11 @@ int run_prune_model(const std::string& input, const std::string& output, const s
 
   auto options = calib_text_options(*pattern, *method, flags.calib, CalibLinearFormat::Dense);
   if (!options.ok()) return report_error(options.error());
-  // docs/design.md 12: Wanda's norms tolerate a bf16 pass (data.md), and the output errors (a
-  // product with H per linear; for Wanda a Hessian as well) are computed only for the report.
-  if (flags.pass_weights != "auto") {
-    auto pass = parse_weight_dtype(flags.pass_weights);
-    if (!pass.ok()) return report_error(pass.error().with_context("--calib-weights: "));
-    options->pass_weights = *pass;
-  }
+  // docs/design.md 12: the passes' weights, and the output errors (a product with H per linear; for
+  // Wanda a Hessian as well) only for the report.
+  auto pass = parse_weight_dtype(flags.pass_weights);
+  if (!pass.ok()) return report_error(pass.error().with_context("--calib-weights: "));
+  options->pass_weights = *pass;
   options->output_error = !report_path.empty();
   Progress calib_progress(std::string(calib_method_name(*method)) + " " + pattern->str());
   show_calib_progress(calib_progress, *options);

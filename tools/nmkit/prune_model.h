@@ -13,8 +13,8 @@ namespace nmkit::cli {
 struct ModelPruneFlags {
   CalibFlags calib;
   std::string dtype = "f32";  // tensors of a written model: f32 | f16 | bf16
-  // The weights the calibration passes run with: auto (bf16 for wanda, f32 otherwise) | f32 | bf16 | int8.
-  std::string pass_weights = "auto";
+  // The weights the calibration passes run with: f32 | bf16 | int8.
+  std::string pass_weights = "f32";
 };
 void add_model_prune_flags(CLI::App& app, ModelPruneFlags& flags);
 
