@@ -1,5 +1,5 @@
 // Pruning a whole llama model from its file (docs/design.md 11.5 and 12): open it, prune every block
-// linear (calibrated block by block on a text for wanda and sparsegpt), and write the result as GGUF,
+// linear (calibrated block by block on a text for wanda, sparsegpt and admm), and write the result as GGUF,
 // a Hugging Face folder or safetensors. What `nmkit prune MODEL` and Python's nmkit.prune_model run.
 #pragma once
 
@@ -20,7 +20,7 @@ namespace nmkit {
 struct CalibTextOptions {
   CalibMethod method = CalibMethod::SparseGpt;
   Pattern pattern;
-  // The calibration text (UTF-8): needed by wanda and sparsegpt, and by any method with refit_steps.
+  // The calibration text (UTF-8): needed by wanda, sparsegpt and admm, and by any method with refit_steps.
   std::string text_path;
   int64_t n_seq = 64;     // calibration sequences...
   int64_t seq_len = 256;  // ...of this many tokens, windows spread over the text

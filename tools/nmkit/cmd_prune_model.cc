@@ -1,6 +1,6 @@
 // nmkit prune MODEL -o OUT --pattern P --method magnitude|wanda|sparsegpt|admm [--calib FILE]: prunes every
 // attention and MLP linear of a llama model (docs/design.md 11.5), calibrated block by block for
-// wanda and sparsegpt (docs/design.md section 12), and writes, by the form of OUT:
+// wanda, sparsegpt and admm (docs/design.md 12, 12.1), and writes, by the form of OUT:
 //   OUT.gguf         GGUF (a GGUF source: its metadata and tensor order), F32/F16/BF16 dense-masked;
 //   OUT (a folder)   a Hugging Face llama folder that nmkit loads (transformers' layout): config.json,
 //                    model.safetensors under HF names with q/k rows in HF order, tokenizer files
