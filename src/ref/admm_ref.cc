@@ -77,7 +77,8 @@ AdmmRefResult ref_admm(const std::vector<float>& w, int64_t rows, int64_t K, con
     for (int64_t j = 0; j < K; ++j) hn[i * K + j] = hd[i * K + j] / (d[i] * d[j]);
   }
   // The penalty of iteration t: rho * growth^level, level = min(t / every, levels - 1).
-  const int levels = options.rho_every <= 0 ? 1 : std::max(1, (options.iterations + options.rho_every - 1) / options.rho_every);
+  const int levels =
+      options.rho_every <= 0 ? 1 : std::max(1, (options.iterations + options.rho_every - 1) / options.rho_every);
   auto rho_of = [&](int t) {
     const int level = options.rho_every <= 0 ? 0 : std::min(t / options.rho_every, levels - 1);
     return options.rho * std::pow(options.rho_growth, level);

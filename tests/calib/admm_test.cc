@@ -61,7 +61,8 @@ TEST(Admm, IdentityHessianGivesTheMagnitudeMask) {
         const uint64_t seed = 200 + K + p.group * 7 + (ties ? 1 : 0);
         SCOPED_TRACE(test::seed_trace(seed) + " " + p.str() + " K=" + std::to_string(K) + (ties ? " ties" : ""));
         const int64_t rows = 9;
-        std::vector<float> values = ties ? test::random_small_ints(rows * K, seed) : test::random_floats(rows * K, seed);
+        std::vector<float> values =
+            ties ? test::random_small_ints(rows * K, seed) : test::random_floats(rows * K, seed);
         for (float& v : values) v = v == 0 ? 0.5f : v;  // a kept 0 would read as pruned
         const Tensor w = Tensor::from_f32(values, {rows, K});
         std::vector<double> H(static_cast<size_t>(K * K), 0.0);
@@ -245,7 +246,8 @@ TEST(Admm, BadInputsAreNamedErrors) {
   const Tensor wide = test::random_tensor(DType::F32, {rows, K + 1}, 12);
   r = admm_prune_with(wide.view(), *factor, Pattern{2, 4}, {}, "blk.0.attn_o");
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().message().find("the ADMM factor is for 8 inputs and 4 penalty levels"), std::string::npos) << r.error().message();
+  EXPECT_NE(r.error().message().find("the ADMM factor is for 8 inputs and 4 penalty levels"), std::string::npos)
+      << r.error().message();
 
   const std::vector<uint8_t> short_mask(5, 1);
   options = {};
