@@ -84,6 +84,58 @@ Result<SparseGptResult> sparsegpt_prune_with(const TensorView& w, const InverseC
                                              Pattern pattern, const SparseGptOptions& options = {},
                                              std::string_view name = "");
 
+// ADMM N:M mask search (docs/design.md 12.1; after Boza, arXiv 2401.02938, and ALPS, arXiv
+// 2406.07831) on the objective tr((W - Wp) Hd (W - Wp)^T), Hd = H damped as SparseGPT's. Columns are
+// scaled to a unit diagonal (Hn = D^-1 Hd D^-1, Wn = W D, d = sqrt(diag Hd)); with A = Hn + rho I,
+// each iteration is Z = P(W + U), U = W + U - Z, W = Wn + rho (Z - U - Wn) A^-1, the projection P
+// keeping the pattern's best |W + U| of every group plus, during the schedule, the best of the rest
+// of the row. The result is Z D^-1 on the final mask; the least-squares refit (reconstruct_kept)
+// is the caller's, as for the other methods.
+struct AdmmOptions {
+  double damping = 0.01;  // fraction of mean(diag H) added to the diagonal, as SparseGPT's
+  double rho = 0.125;       // the first penalty, in units of Hn's unit diagonal
+  double rho_growth = 2.0;  // the penalty is multiplied by this every `rho_every` iterations
+  int rho_every = 6;        // iterations per penalty level (0: one level)
+  int iterations = 24;    // in all
+  int schedule = 16;      // iterations over which the row's extra kept weights fall to 0 (cubically)
+  bool double_precision = false;  // the iteration's GEMM in float64 (tests against the reference)
+  // Tests: project onto this fixed support (rows * K bytes, 1 = kept) instead of the pattern.
+  const std::vector<uint8_t>* frozen_mask = nullptr;
+
+  int rho_levels() const;            // ceil(iterations / rho_every), 1 when rho_every is 0
+  int rho_level(int iteration) const;
+  double rho_at(int level) const;    // rho * rho_growth^level
+};
+
+// What ADMM needs of one input's Hessian, shared by the linears that read it: the column scale and,
+// per penalty level, A^-1 = (Hn + rho I)^-1 (K x K, both triangles) in float64 and float32.
+struct AdmmFactor {
+  int64_t K = 0;
+  double damping = 0;
+  std::vector<double> rho;    // per level
+  std::vector<double> scale;  // d[k] = sqrt(Hd[k,k])
+  std::vector<int64_t> dead;  // inputs with H[k,k] = 0: their column of W is set to zero
+  std::vector<std::vector<double>> a_inverse;
+  std::vector<std::vector<float>> a_inverse_f32;
+};
+Result<AdmmFactor> admm_factor(const double* H, int64_t K, const AdmmOptions& options = {},
+                               std::string_view name = "");
+
+struct AdmmResult {
+  Tensor pruned;   // dense-masked, dtype and shape of w; kept weights moved
+  PruneSums sums;  // section 3 sums of the mask over the original weights
+  double weight_relative_error = 0;
+  int64_t dead_inputs = 0;
+  int64_t last_changes = 0;  // mask elements that changed in the last iteration (0: settled)
+  double factor_seconds = 0, iterate_seconds = 0;
+};
+// ADMM of the 2-D f32/f16/bf16 weight w [rows, K]; H is K x K (upper triangle read). Any
+// keep:group, tail groups as section 2.
+Result<AdmmResult> admm_prune(const TensorView& w, const double* H, Pattern pattern,
+                              const AdmmOptions& options = {}, std::string_view name = "");
+Result<AdmmResult> admm_prune_with(const TensorView& w, const AdmmFactor& factor, Pattern pattern,
+                                   const AdmmOptions& options = {}, std::string_view name = "");
+
 // Least-squares refit of the kept weights of `pruned` (its non-zeros; the mask is kept) toward w's
 // outputs on inputs with Hessian H (K x K, both triangles), damped like SparseGPT's:
 // `iterations` steps of Jacobi-preconditioned conjugate gradient over all rows at once. The damped

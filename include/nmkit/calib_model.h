@@ -22,10 +22,10 @@ namespace nmkit {
 // The storage form of a model's block linears (nmkit/model.h's enum, named through ModelOptions).
 using CalibLinearFormat = decltype(ModelOptions::format);
 
-enum class CalibMethod { Magnitude, Wanda, SparseGpt };
-Result<CalibMethod> parse_calib_method(std::string_view text);  // "magnitude" | "wanda" | "sparsegpt"
+enum class CalibMethod { Magnitude, Wanda, SparseGpt, Admm };
+Result<CalibMethod> parse_calib_method(std::string_view text);  // "magnitude" | "wanda" | "sparsegpt" | "admm"
 std::string_view calib_method_name(CalibMethod method);
-bool needs_calibration(CalibMethod method);  // wanda and sparsegpt
+bool needs_calibration(CalibMethod method);  // wanda, sparsegpt and admm
 
 // n_seq sequences of seq_len tokens from a tokenized calibration text: windows spread evenly over
 // the text (window i starts at i * floor(n_tokens / n_seq)), so they sample all of it. Fewer than
@@ -38,11 +38,15 @@ struct CalibOptions {
   Pattern pattern;
   CalibMethod method = CalibMethod::SparseGpt;
   SparseGptOptions sparsegpt;
+  AdmmOptions admm;  // its damping is sparsegpt.damping, so that the refit and the error see one H
   // The format pruned linears are stored in inside the model (dense to keep the f32 weights only).
   CalibLinearFormat format = CalibLinearFormat::Dense;
   // Wanda needs no Hessian; its output error (docs/design.md section 12) is measured on a Hessian of the first
   // `wanda_error_tokens` calibration tokens (0: none) so that it stays cheap.
   int64_t wanda_error_tokens = 2048;
+  // The per-linear output error (design section 12) is computed only when this is set: for
+  // SparseGPT and ADMM it costs one product with H per linear, for Wanda a Hessian as well.
+  bool output_error = true;
   // Beyond the papers: after the mask, refit the kept weights by least squares on the calibration
   // inputs (reconstruct_kept, this many CG steps; 0: off). Needs the full Hessian, also for Wanda.
   int refit_steps = 0;
@@ -68,15 +72,15 @@ struct LinearReport {
   int64_t error_tokens = 0;  // tokens the output error was measured on
   std::optional<double> refit_before;  // output error before the refit (refit_steps > 0)
   double seconds = 0;        // pruning (and its share of the Cholesky), not the forward passes
-  double damping = 0;        // SparseGPT only
+  double damping = 0;        // SparseGPT and ADMM only
   int64_t dead_inputs = 0;
 };
 
 struct CalibTimes {  // seconds
   double forward = 0;   // embedding and block passes (statistics and pruned)
   double stats = 0;     // Hessian and norm accumulation in the hooks
-  double cholesky = 0;
-  double prune = 0;     // SparseGPT updates / Wanda and magnitude selection, and metrics
+  double cholesky = 0;  // SparseGPT's factor, ADMM's A^-1
+  double prune = 0;     // SparseGPT updates / ADMM iterations / Wanda and magnitude selection, and metrics
   double refit = 0;     // least-squares refit of the kept weights
   double error = 0;     // output errors
   double pack = 0;      // replacing the model's linears

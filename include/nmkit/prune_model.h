@@ -1,11 +1,12 @@
 // Pruning a whole llama model from its file (docs/design.md 11.5 and 12): open it, prune every block
-// linear (calibrated block by block on a text for wanda and sparsegpt), and write the result as GGUF,
+// linear (calibrated block by block on a text for wanda, sparsegpt and admm), and write the result as GGUF,
 // a Hugging Face folder or safetensors. What `nmkit prune MODEL` and Python's nmkit.prune_model run.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,11 +24,19 @@ namespace nmkit {
 struct CalibTextOptions {
   CalibMethod method = CalibMethod::SparseGpt;
   Pattern pattern;
-  // The calibration text (UTF-8): needed by wanda and sparsegpt, and by any method with refit_steps.
+  // The calibration text (UTF-8): needed by wanda, sparsegpt and admm, and by any method with refit_steps.
   std::string text_path;
   int64_t n_seq = 64;     // calibration sequences...
   int64_t seq_len = 256;  // ...of this many tokens, windows spread over the text
   int refit_steps = 0;    // CalibOptions::refit_steps
+  AdmmOptions admm;       // CalibOptions::admm
+  bool output_error = true;  // CalibOptions::output_error
+  // CalibOptions::wanda_error_tokens: Wanda's output-error report costs a Hessian of these tokens.
+  int64_t wanda_error_tokens = 2048;
+  // prune_model_to only: the weights the calibration passes run with (F32, BF16 or I8; design.md 12);
+  // unset: the file's where it stores every block linear F32 or BF16 (read in place, no copy), else
+  // F32. The pruned weights come from the file's either way.
+  std::optional<DType> pass_weights;
   CalibLinearFormat format = CalibLinearFormat::Dense;  // the form pruned linears take in the model
   // Which block linears to prune, by GGUF name (blk.B.attn_q.weight); unset: all of them. The others
   // are written as they are (CalibOptions::selected; needs format Dense).

@@ -46,8 +46,9 @@ Result<CalibMethod> parse_calib_method(std::string_view text) {
   if (text == "magnitude") return CalibMethod::Magnitude;
   if (text == "wanda") return CalibMethod::Wanda;
   if (text == "sparsegpt") return CalibMethod::SparseGpt;
+  if (text == "admm") return CalibMethod::Admm;
   return Error(ErrorCode::InvalidArgument, "unknown pruning method '" + std::string(text) +
-               "' (expected magnitude, wanda or sparsegpt)");
+               "' (expected magnitude, wanda, sparsegpt or admm)");
 }
 
 std::string_view calib_method_name(CalibMethod method) {
@@ -55,6 +56,7 @@ std::string_view calib_method_name(CalibMethod method) {
     case CalibMethod::Magnitude: return "magnitude";
     case CalibMethod::Wanda: return "wanda";
     case CalibMethod::SparseGpt: return "sparsegpt";
+    case CalibMethod::Admm: return "admm";
   }
   return "unknown";
 }
@@ -97,9 +99,15 @@ struct ModelCalibrator::State {
   bool selected(int64_t b, const std::string& name) const {
     return !options.selected || options.selected(tensor_name(b, name));
   }
+
+  AdmmOptions admm_options() const {
+    AdmmOptions o = options.admm;
+    o.damping = options.sparsegpt.damping;
+    return o;
+  }
   Status run_block();
   Status prune_linear(int64_t b, const std::string& name, const GroupStats* g, const std::vector<double>& H,
-                      const InverseCholesky& factor, double chol_share, Tensor& out);
+                      const InverseCholesky& factor, const AdmmFactor& admm, double chol_share, Tensor& out);
 };
 
 ModelCalibrator::ModelCalibrator(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -123,7 +131,8 @@ Result<ModelCalibrator> ModelCalibrator::start(LlamaModel& model, std::vector<in
     // A block's linears are packed in one form: a linear left unpruned does not have the pattern.
     return Error("calibration: a selection of linears (CalibOptions::selected) needs the dense format");
   }
-  s->full_hessian = s->options.method == CalibMethod::SparseGpt || s->options.refit_steps > 0;
+  s->full_hessian = s->options.method == CalibMethod::SparseGpt || s->options.method == CalibMethod::Admm ||
+                    s->options.refit_steps > 0;
   if (s->calibrated()) {
     const int64_t n = n_seq * seq_len, d = model.params().n_embd;
     if (n_seq < 1 || seq_len < 1 || static_cast<int64_t>(tokens.size()) != n) {
@@ -158,7 +167,7 @@ CalibReport ModelCalibrator::report() const { return state_->report; }
 // magnitude without refit; H, factor: the Hessian and SparseGPT's factor when computed).
 Status ModelCalibrator::State::prune_linear(int64_t b, const std::string& name, const GroupStats* g,
                                             const std::vector<double>& H, const InverseCholesky& factor,
-                                            double chol_share, Tensor& out) {
+                                            const AdmmFactor& admm, double chol_share, Tensor& out) {
   CalibTimes& times = report.seconds;
   const std::string full = tensor_name(b, name);
   auto loaded = model->load_dense_weight(b, name);
@@ -175,6 +184,14 @@ Status ModelCalibrator::State::prune_linear(int64_t b, const std::string& name, 
     lr.sums = r->sums;
     lr.weight_relative_error = r->weight_relative_error;
     lr.damping = factor.damping;
+    lr.dead_inputs = r->dead_inputs;
+    pruned = std::move(r->pruned);
+  } else if (options.method == CalibMethod::Admm) {
+    auto r = admm_prune_with(w, admm, options.pattern, admm_options(), full);
+    if (!r.ok()) return r.error();
+    lr.sums = r->sums;
+    lr.weight_relative_error = r->weight_relative_error;
+    lr.damping = admm.damping;
     lr.dead_inputs = r->dead_inputs;
     pruned = std::move(r->pruned);
   } else if (options.method == CalibMethod::Wanda) {
@@ -194,9 +211,13 @@ Status ModelCalibrator::State::prune_linear(int64_t b, const std::string& name, 
   times.prune += prune_seconds;
   lr.seconds = prune_seconds + chol_share;
   if (options.refit_steps > 0) {
-    auto before = output_error(w, pruned.view(), H.data());
-    if (!before.ok()) return before.error().with_context(full + ": ");
-    lr.refit_before = *before;
+    if (options.output_error) {
+      const auto te = Clock::now();
+      auto before = output_error(w, pruned.view(), H.data());
+      if (!before.ok()) return before.error().with_context(full + ": ");
+      lr.refit_before = *before;
+      times.error += seconds_since(te);
+    }
     const auto tr = Clock::now();
     auto refit = reconstruct_kept(w, pruned, H.data(), options.refit_steps, options.sparsegpt.damping, full);
     if (!refit.ok()) return refit.error();
@@ -205,7 +226,7 @@ Status ModelCalibrator::State::prune_linear(int64_t b, const std::string& name, 
     lr.seconds += refit_seconds;
     lr.weight_relative_error = relative_difference(w, pruned);
   }
-  if (!H.empty()) {
+  if (!H.empty() && options.output_error) {
     const auto te = Clock::now();
     auto e = output_error(w, pruned.view(), H.data());
     if (!e.ok()) return e.error().with_context(full + ": ");
@@ -234,7 +255,7 @@ Status ModelCalibrator::State::run_block() {
   }
   if (!calibrated()) {  // magnitude: no statistics, no pass
     for (size_t i = 0; i < linear_names.size(); ++i) {
-      if (selected(b, linear_names[i])) NMKIT_TRY(prune_linear(b, linear_names[i], nullptr, {}, {}, 0, pruned[i]));
+      if (selected(b, linear_names[i])) NMKIT_TRY(prune_linear(b, linear_names[i], nullptr, {}, {}, {}, 0, pruned[i]));
     }
   } else {
     std::vector<GroupStats> groups;
@@ -257,7 +278,7 @@ Status ModelCalibrator::State::run_block() {
       if (g == nullptr) {
         groups.push_back(GroupStats{in.names, std::make_unique<InputStats>(in.K, full_hessian), nullptr});
         g = &groups.back();
-        if (!full_hessian && options.wanda_error_tokens > 0) {
+        if (!full_hessian && options.output_error && options.wanda_error_tokens > 0) {
           g->error_stats = std::make_unique<InputStats>(in.K, true);
         }
       }
@@ -286,6 +307,7 @@ Status ModelCalibrator::State::run_block() {
       }
       std::vector<double> H;
       InverseCholesky factor;
+      AdmmFactor admm;
       double chol_share = 0;
       if (full_hessian) H = g.stats->hessian();
       if (options.method == CalibMethod::SparseGpt) {
@@ -296,6 +318,14 @@ Status ModelCalibrator::State::run_block() {
         const double chol = seconds_since(tc);
         times.cholesky += chol;
         chol_share = chol / static_cast<double>(g.names.size());
+      } else if (options.method == CalibMethod::Admm) {
+        const auto tc = Clock::now();
+        auto f = admm_factor(H.data(), g.stats->K(), admm_options(), tensor_name(b, g.names.front()));
+        if (!f.ok()) return f.error();
+        admm = std::move(*f);
+        const double chol = seconds_since(tc);
+        times.cholesky += chol;
+        chol_share = chol / static_cast<double>(g.names.size());
       } else if (g.error_stats) {
         H = g.error_stats->hessian();
       }
@@ -303,7 +333,7 @@ Status ModelCalibrator::State::run_block() {
         if (!selected(b, name)) continue;
         const auto i = static_cast<size_t>(std::find(linear_names.begin(), linear_names.end(), name) -
                                            linear_names.begin());
-        NMKIT_TRY(prune_linear(b, name, &g, H, factor, chol_share, pruned[i]));
+        NMKIT_TRY(prune_linear(b, name, &g, H, factor, admm, chol_share, pruned[i]));
       }
     }
   }

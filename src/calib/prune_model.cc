@@ -24,6 +24,9 @@ CalibOptions calib_options(const CalibTextOptions& o) {
   options.method = o.method;
   options.format = o.format;
   options.refit_steps = o.refit_steps;
+  options.admm = o.admm;
+  options.wanda_error_tokens = o.wanda_error_tokens;
+  options.output_error = o.output_error;
   options.on_block = o.on_block;
   options.selected = o.selected;
   return options;
@@ -257,7 +260,7 @@ Result<CalibRun> prune_model_to(const std::string& input, const std::string& out
     auto tokenizer = load_tokenizer(*source);
     if (!tokenizer.ok()) return tokenizer.error();
     ModelOptions model_options;
-    model_options.weights = forward_dtype(*source);
+    model_options.weights = options.pass_weights.value_or(forward_dtype(*source));
     auto built = LlamaModel::build(source->params(), source->tensors(), model_options);
     if (!built.ok()) return built.error().with_context(input + ": ");
     model.emplace(std::move(*built));

@@ -10,32 +10,22 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
 #include <string>
 
 #include "nmkit/calib.h"
 #include "nmkit/threads.h"
-#include "prune/row_sums.h"
+#include "calib/method_common.h"
 #include "prune/select.h"
 
 namespace nmkit {
 namespace {
 
+using calib_detail::layer_prefix;
+
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-std::string layer(std::string_view name) {
-  return name.empty() ? std::string() : "layer '" + std::string(name) + "': ";
-}
-
-std::string num(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
 }
 
 // The score of design section 12, w^2 / U[k,k]^2, is ordered like |w| / U[k,k]; nmkit computes it
@@ -96,7 +86,7 @@ void run_block_rows(Work& work, int64_t b0, int64_t b1, int64_t block, int64_t r
 Result<SparseGptResult> sparsegpt_prune(const TensorView& w, const double* H, Pattern pattern,
                                         const SparseGptOptions& options, std::string_view name) {
   if (w.shape.size() != 2) {
-    return Error(layer(name) + "SparseGPT needs a 2-D weight [rows, K], got shape " +
+    return Error(layer_prefix(name) + "SparseGPT needs a 2-D weight [rows, K], got shape " +
                  shape_str(w.shape));
   }
   const auto t0 = Clock::now();
@@ -112,33 +102,29 @@ Result<SparseGptResult> sparsegpt_prune_with(const TensorView& w, const InverseC
                                              Pattern pattern, const SparseGptOptions& options,
                                              std::string_view name) {
   if (w.shape.size() != 2) {
-    return Error(layer(name) + "SparseGPT needs a 2-D weight [rows, K], got shape " +
+    return Error(layer_prefix(name) + "SparseGPT needs a 2-D weight [rows, K], got shape " +
                  shape_str(w.shape));
   }
   if (!is_prunable(w.dtype)) {
-    return Error(layer(name) + "weight has dtype " + std::string(dtype_name(w.dtype)) +
+    return Error(layer_prefix(name) + "weight has dtype " + std::string(dtype_name(w.dtype)) +
                  ", expected F32, F16 or BF16");
   }
   if (auto checked = Pattern::make(pattern.keep, pattern.group); !checked.ok()) {
-    return checked.error().with_context(layer(name));
+    return checked.error().with_context(layer_prefix(name));
   }
   const int64_t rows = w.rows(), K = w.cols();
   if (static_cast<int64_t>(factor.U.size()) != K * K) {
-    return Error(layer(name) + "the Hessian factor is for " +
+    return Error(layer_prefix(name) + "the Hessian factor is for " +
                  std::to_string(static_cast<int64_t>(std::sqrt(double(factor.U.size())))) +
                  " inputs, the weight " + shape_str(w.shape) + " has K = " + std::to_string(K));
   }
   if (options.block_size < 1) {
-    return Error(layer(name) + "block size must be >= 1, got " + std::to_string(options.block_size));
+    return Error(layer_prefix(name) + "block size must be >= 1, got " + std::to_string(options.block_size));
   }
   const auto t0 = Clock::now();
-  std::vector<float> original = to_f32(w);
-  for (int64_t i = 0; i < rows * K; ++i) {
-    if (!std::isfinite(original[i])) {
-      return Error(layer(name) + "weight at row " + std::to_string(i / K) + ", column " +
-                   std::to_string(i % K) + " is " + num(original[i]));
-    }
-  }
+  auto finite = calib_detail::finite_f32(w, name);
+  if (!finite.ok()) return finite.error();
+  const std::vector<float>& original = *finite;
 
   Work work;
   work.rows = rows;
@@ -175,42 +161,11 @@ Result<SparseGptResult> sparsegpt_prune_with(const TensorView& w, const InverseC
   SparseGptResult out;
   out.damping = factor.damping;
   out.dead_inputs = static_cast<int64_t>(factor.dead.size());
-  std::vector<float> pruned(static_cast<size_t>(rows * K));
-  double sq_diff = 0, sq_total = 0;
-  std::vector<int32_t> kept32(static_cast<size_t>(K));
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* orig = original.data() + r * K;
-    float* dst = pruned.data() + r * K;
-    for (int64_t k = 0; k < K; ++k) {
-      const bool keep = work.kept[r * K + k] != 0;
-      dst[k] = keep ? static_cast<float>(work.W[r * K + k]) : 0.0f;
-      kept32[k] = keep ? 1 : 0;
-    }
-    prune_detail::RowSums lanes;
-    lanes.add(orig, kept32.data(), K);
-    PruneSums rs;
-    rs.total_count = K;
-    rs.pruned_count = K - lanes.kept;
-    rs.abs_kept = prune_detail::RowSums::total(lanes.abs_kept);
-    rs.abs_pruned = prune_detail::RowSums::total(lanes.abs_pruned);
-    rs.sq_pruned = prune_detail::RowSums::total(lanes.sq_pruned);
-    rs.sq_total = prune_detail::RowSums::total(lanes.sq_kept) + rs.sq_pruned;
-    out.sums += rs;
-  }
-  out.pruned = Tensor::empty(w.dtype, w.shape);
-  convert_from_f32(w.dtype, pruned.data(), out.pruned.data(), pruned.size());
-  const std::vector<float> stored = out.pruned.to_f32();  // after rounding to the weight's dtype
-  for (int64_t i = 0; i < rows * K; ++i) {
-    if (!std::isfinite(stored[i])) {
-      return Error(layer(name) + "SparseGPT update overflowed " + std::string(dtype_name(w.dtype)) +
-                   " at row " + std::to_string(i / K) + ", column " + std::to_string(i % K) +
-                   " (value " + num(work.W[i]) + "): the Hessian is too ill-conditioned");
-    }
-    const double d = double(original[i]) - double(stored[i]);
-    sq_diff += d * d;
-    sq_total += double(original[i]) * double(original[i]);
-  }
-  out.weight_relative_error = sq_total > 0 ? std::sqrt(sq_diff / sq_total) : 0.0;
+  auto moved = calib_detail::moved_weights(w, original, work.W, work.kept, "SparseGPT", name);
+  if (!moved.ok()) return moved.error();
+  out.pruned = std::move(moved->pruned);
+  out.sums = moved->sums;
+  out.weight_relative_error = moved->weight_relative_error;
   out.update_seconds = seconds_since(t0);
   return out;
 }

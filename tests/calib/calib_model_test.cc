@@ -1,6 +1,7 @@
 // The block-by-block driver (docs/design.md section 12) on a tiny random llama built in memory:
 // magnitude equals per-tensor pruning, block 1's statistics come from the pruned block 0 (checked by
-// re-running the blocks by hand), SparseGPT beats magnitude on block 0's output error, and bad
+// re-running the blocks by hand), SparseGPT beats magnitude and ADMM beats SparseGPT on block 0's
+// output error, the output error is computed only when asked, and bad
 // calibration inputs are one-line errors naming the layer or the text.
 #include <gtest/gtest.h>
 
@@ -198,6 +199,43 @@ TEST(CalibModel, SparseGptBeatsMagnitudeOnBlockZeroAndRefitLowersIt) {
     EXPECT_LT(errors[1].at(full), errors[0].at(full));
     EXPECT_LE(errors[2].at(full), errors[1].at(full) * (1 + 1e-9));
   }
+}
+
+// ADMM through the driver (docs/design.md 12.1): block 0's output errors, summed in squares, are
+// below SparseGPT's on the same inputs; and the output error is computed only when asked
+// (design section 12): without it no linear reports one, no time goes to it, and the pruned
+// weights are the same bits.
+TEST(CalibModel, AdmmBeatsSparseGptOnBlockZeroAndErrorsOnlyWhenAsked) {
+  const auto tensors = tiny_tensors(tiny_params(), 8);
+  const std::vector<int32_t> tokens = random_tokens(kSeqs * kLen, 9);
+  double squares[2] = {};
+  std::vector<Tensor> weights;
+  for (int i = 0; i < 3; ++i) {
+    LlamaModel model = build(tensors);
+    CalibOptions o;
+    o.pattern = Pattern{2, 4};
+    o.method = i == 0 ? CalibMethod::SparseGpt : CalibMethod::Admm;
+    o.output_error = i < 2;
+    auto report = calibrate_and_prune(model, tokens, kSeqs, kLen, o);
+    ASSERT_TRUE(report.ok()) << report.error().message();
+    for (const LinearReport& l : report->linears) {
+      EXPECT_EQ(l.output_error.has_value(), i < 2) << l.name;
+      if (i < 2 && l.block == 0) squares[i] += *l.output_error * *l.output_error;
+    }
+    if (i == 2) {
+      EXPECT_EQ(report->seconds.error, 0.0);
+    }
+    if (i > 0) {
+      for (const std::string& name : LlamaModel::block_linear_names()) {
+        auto w = model.dense_weight(1, name);
+        ASSERT_TRUE(w.ok());
+        weights.push_back(Tensor::copy_of(*w));
+      }
+    }
+  }
+  EXPECT_GT(squares[1], 0);
+  EXPECT_LT(squares[1], squares[0]);
+  for (size_t j = 0; j < 7; ++j) EXPECT_TRUE(same_bits(weights[j].view(), weights[j + 7].view())) << j;
 }
 
 // The model refuses non-finite weights on load, but finite ones can still overflow float32

@@ -12,11 +12,11 @@ namespace nmkit::cli {
 
 void add_calib_flags(CLI::App& app, CalibFlags& flags) {
   app.add_option("--calib", flags.calib,
-                 "Calibration text for wanda/sparsegpt (default: the project's, scripts/fetch_texts.sh calib)");
+                 "Calibration text for wanda/sparsegpt/admm (default: the project's, scripts/fetch_texts.sh calib)");
   app.add_option("--calib-seqs", flags.seqs, "Calibration sequences")->capture_default_str();
   app.add_option("--calib-len", flags.len, "Tokens per calibration sequence")->capture_default_str();
   app.add_option("--refit", flags.refit,
-                 "After wanda/sparsegpt, refit the kept weights by least squares on the calibration "
+                 "After wanda/sparsegpt/admm, refit the kept weights by least squares on the calibration "
                  "inputs: conjugate-gradient steps per linear (0: off)")
       ->capture_default_str();
 }
@@ -90,7 +90,7 @@ nlohmann::json calib_report_json(const CalibRun& run, Pattern pattern, CalibMeth
               {"output_error", l.output_error ? json(*l.output_error) : json(nullptr)},
               {"output_error_tokens", l.error_tokens},
               {"seconds", l.seconds}});
-    if (method == CalibMethod::SparseGpt) {
+    if (method == CalibMethod::SparseGpt || method == CalibMethod::Admm) {
       e["damping"] = l.damping;
       e["dead_inputs"] = l.dead_inputs;
     }

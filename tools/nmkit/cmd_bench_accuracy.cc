@@ -242,7 +242,8 @@ int run(const AccuracyArgs& args) {
 
 const bool registered = register_command(CommandSpec{
     "bench accuracy",
-    "Perplexity of dense and pruned models (patterns x magnitude/wanda/sparsegpt), the accuracy table",
+    "Perplexity of dense and pruned models (patterns x magnitude/wanda/sparsegpt; --methods also admm), "
+    "the accuracy table",
     60,
     [](CLI::App& app) -> std::function<int()> {
       auto args = std::make_shared<AccuracyArgs>();

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "tools/nmkit/calib_cli.h"  // --method wanda|sparsegpt: calibrated pruning on load
+#include "tools/nmkit/calib_cli.h"  // --method wanda|sparsegpt|admm: calibrated pruning on load
 #include "tools/nmkit/cli_util.h"
 #include "tools/nmkit/command.h"
 #include "nmkit/files.h"
@@ -38,12 +38,14 @@ const bool registered = register_command({
       add_weight_flags(app, args->weights);
       add_calib_flags(app, args->calib);
       return [args]() -> int {
-        // wanda and sparsegpt prune after the build, calibrated block by block (calib_cli.h).
+        // wanda, sparsegpt and admm prune after the build, calibrated block by block (calib_cli.h).
         WeightFlags flags = args->weights;
         std::optional<CalibMethod> calibrated;
-        if (flags.method == "wanda" || flags.method == "sparsegpt") {
-          calibrated = flags.method == "wanda" ? CalibMethod::Wanda : CalibMethod::SparseGpt;
-          flags.method = "magnitude";
+        if (flags.method != "magnitude") {
+          if (auto m = parse_calib_method(flags.method); m.ok()) {
+            calibrated = *m;
+            flags.method = "magnitude";
+          }
         }
         auto options = model_options(flags);
         if (!options.ok()) return report_error(options.error());

@@ -148,7 +148,7 @@ const bool registered = register_command(CommandSpec{
       CLI::Option* pattern = app.add_option("--pattern", args->pattern, "N:M pattern keep:group, e.g. 2:4, 6:8 "
                                             "(1 <= keep < group <= 64); to write a model unpruned, use nmkit convert");
       app.add_option("--method", args->method, "magnitude | gradient (|w*g|, needs --grad) | wanda (|w|*a[k], "
-                                               "needs --act-norms); for a model: magnitude | wanda | sparsegpt, calibrated on --calib")
+                                               "needs --act-norms); for a model: magnitude | wanda | sparsegpt | admm, calibrated on --calib")
           ->capture_default_str();
       app.add_option("--grad", args->grad, "Gradients: one tensor per pruned weight, same name and shape");
       app.add_option("--act-norms", args->act_norms,

@@ -1,8 +1,8 @@
-// nmkit prune MODEL -o OUT --pattern P --method magnitude|wanda|sparsegpt [--calib FILE]: prunes the
-// attention and MLP linears of a llama model (docs/design.md 11.5; those --include/--exclude select,
-// by GGUF or Hugging Face name), calibrated block by block for wanda and sparsegpt (docs/design.md
-// section 12), and writes it (include/nmkit/prune_model.h: OUT.gguf, a Hugging Face folder DIR/, or,
-// from a Hugging Face source, OUT.safetensors to drop into its folder).
+// nmkit prune MODEL -o OUT --pattern P --method magnitude|wanda|sparsegpt|admm [--calib FILE]: prunes
+// the attention and MLP linears of a llama model (docs/design.md 11.5; those --include/--exclude
+// select, by GGUF or Hugging Face name), calibrated block by block for wanda, sparsegpt and admm
+// (docs/design.md 12, 12.1), and writes it (include/nmkit/prune_model.h: OUT.gguf, a Hugging Face
+// folder DIR/, or, from a Hugging Face source, OUT.safetensors to drop into its folder).
 #include <fmt/core.h>
 
 #include <filesystem>
@@ -23,6 +23,10 @@ namespace nmkit::cli {
 void add_model_prune_flags(CLI::App& app, ModelPruneFlags& flags) {
   add_calib_flags(app, flags.calib);
   app.add_option("--dtype", flags.dtype, "Model input: tensor dtype written (f32, f16, bf16)")->capture_default_str();
+  app.add_option("--calib-weights", flags.pass_weights,
+                 "Model input: weights the calibration passes run with (f32, bf16 or int8; default: the "
+                 "file's where it stores them f32 or bf16, read in place, else f32); the pruned weights "
+                 "come from the file's either way");
 }
 
 bool is_model_source(const std::string& path) {
@@ -87,6 +91,14 @@ int run_prune_model(const ModelPruneArgs& a) {
 
   // Pruned as it is written (prune_model_to): the progress line counts blocks; the report is made
   // complete before the model is renamed into place (issue 13, M1).
+  // docs/design.md 12: the passes' weights (unset: the file's, read in place), and the output errors
+  // (a product with H per linear; for Wanda a Hessian as well) only for the report.
+  if (!a.flags.pass_weights.empty()) {
+    auto pass = parse_weight_dtype(a.flags.pass_weights);
+    if (!pass.ok()) return report_error(pass.error().with_context("--calib-weights: "));
+    options->pass_weights = *pass;
+  }
+  options->output_error = !a.report.empty();
   Progress calib_progress(std::string(calib_method_name(*method)) + " " + pattern->str());
   show_calib_progress(calib_progress, *options);
   std::optional<PendingFile> report;

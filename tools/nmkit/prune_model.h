@@ -13,6 +13,8 @@ namespace nmkit::cli {
 struct ModelPruneFlags {
   CalibFlags calib;
   std::string dtype = "f32";  // tensors of a written model: f32 | f16 | bf16
+  // The weights the calibration passes run with: f32 | bf16 | int8; empty: the file's (prune_model_to).
+  std::string pass_weights;
 };
 void add_model_prune_flags(CLI::App& app, ModelPruneFlags& flags);
 
