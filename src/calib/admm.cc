@@ -18,6 +18,7 @@
 #include "calib/admm_projection.h"
 #include "calib/method_common.h"
 #include "calib/single_blas_thread.h"
+#include "core/stopwatch.h"
 #include "nmkit/calib.h"
 #include "nmkit/threads.h"
 
@@ -27,10 +28,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using calib_detail::layer_prefix;
 using calib_detail::num;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // dst (rows x K) += alpha * a (rows x K) * s (K x K, both triangles held). Float32 on oneDNN's
 // sgemm, which ran this product (576 x 1536 x 1536) 3-4x faster than OpenBLAS's on this machine

@@ -8,14 +8,12 @@
 #include <memory>
 #include <optional>
 
+#include "core/stopwatch.h"
+
 namespace nmkit {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 std::string tensor_name(int64_t b, std::string_view linear) {
   return "blk." + std::to_string(b) + "." + std::string(linear) + ".weight";

@@ -15,6 +15,7 @@
 #include "nmkit/calib.h"
 #include "nmkit/threads.h"
 #include "calib/method_common.h"
+#include "core/stopwatch.h"
 #include "prune/select.h"
 
 namespace nmkit {
@@ -23,10 +24,6 @@ namespace {
 using calib_detail::layer_prefix;
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // The score of design section 12, w^2 / U[k,k]^2, is ordered like |w| / U[k,k]; nmkit computes it
 // in float32 as fabsf(w) * s[k] with s[k] = float(1 / U[k,k]), one rounding per operation as

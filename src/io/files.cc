@@ -147,7 +147,7 @@ mode_t default_file_mode() {
 
 // Makes a rename durable; best effort, since the data is already safe and some file systems refuse
 // fsync on folders.
-void sync_folder(const std::string& path) {
+void sync_parent_folder(const std::string& path) {
   const int fd = ::open(folder_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd >= 0) {
     ::fsync(fd);
@@ -293,7 +293,7 @@ Status PendingFile::commit() {
   }
   committed_ = true;
   io::unregister_temporary(std::exchange(slot_, -1));
-  sync_folder(target_);
+  sync_parent_folder(target_);
   return ok_status();
 }
 

@@ -84,20 +84,20 @@ Status put_value(std::string& out, const GgufValue& v, const std::string& where,
   return ok_status();
 }
 
-struct Layout {
+struct GgufLayout {
   std::string header;            // everything before the data section, padded to the alignment
   std::vector<uint64_t> offsets;  // of each tensor in the data section
   uint64_t data_size = 0;         // padded
 };
 
-Result<Layout> plan(const std::string& path, const std::vector<GgufKeyValue>& metadata,
+Result<GgufLayout> plan_gguf(const std::string& path, const std::vector<GgufKeyValue>& metadata,
                     const std::vector<GgufOutputTensor>& tensors, const GgufWriteOptions& options) {
   const std::string prefix = path + ": ";
   const uint64_t align = options.alignment;
   if (align == 0 || (align & (align - 1)) != 0) {
     return Error(prefix + "alignment " + std::to_string(align) + " is not a power of two");
   }
-  Layout layout;
+  GgufLayout layout;
   std::string& out = layout.header;
   out.append("GGUF", 4);
   put<uint32_t>(out, 3);
@@ -217,7 +217,7 @@ Status write_gguf(const std::string& path, const std::vector<GgufKeyValue>& meta
 
 Status write_gguf(const std::string& path, const std::vector<GgufKeyValue>& metadata,
                   const std::vector<GgufOutputTensor>& tensors, const GgufWriteOptions& options) {
-  auto layout = plan(path, metadata, tensors, options);
+  auto layout = plan_gguf(path, metadata, tensors, options);
   if (!layout.ok()) return layout.error();
   const uint64_t header_size = layout->header.size();
   uint64_t total = 0;

@@ -22,13 +22,13 @@
 namespace nmkit {
 namespace {
 
-struct Layout {
+struct SafetensorsLayout {
   std::string header;              // JSON padded with spaces to a multiple of 8 bytes
   std::vector<uint64_t> begins;    // data offset of each tensor
   uint64_t data_size = 0;
 };
 
-// A JSON string literal; throws nlohmann's type_error for invalid UTF-8 (caught by plan()).
+// A JSON string literal; throws nlohmann's type_error for invalid UTF-8 (caught by plan_safetensors()).
 void append_json_string(std::string& out, const std::string& text) {
   out += nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::strict);
 }
@@ -36,9 +36,10 @@ void append_json_string(std::string& out, const std::string& text) {
 // The header in the reference implementation's form: "__metadata__" first (only when non-empty),
 // then each tensor as {"dtype", "shape", "data_offsets"} with contiguous offsets in the given order.
 // Built as text: nlohmann's ordered_json inserts by linear search, quadratic in the tensor count.
-Result<Layout> plan(const std::string& path, const std::vector<OutputTensor>& tensors, const Metadata& metadata) {
+Result<SafetensorsLayout> plan_safetensors(const std::string& path, const std::vector<OutputTensor>& tensors,
+                                           const Metadata& metadata) {
   const std::string prefix = path + ": ";
-  Layout layout;
+  SafetensorsLayout layout;
   layout.begins.reserve(tensors.size());
   std::string& header = layout.header;
   header = "{";
@@ -140,7 +141,7 @@ OutputTensor OutputTensor::owning(std::string name, Tensor tensor) {
 
 Result<PendingFile> prepare_safetensors(const std::string& path, const std::vector<OutputTensor>& tensors,
                                         const Metadata& metadata, const WriteOptions& options) {
-  auto layout = plan(path, tensors, metadata);
+  auto layout = plan_safetensors(path, tensors, metadata);
   if (!layout.ok()) return layout.error();
   const uint64_t header_len = layout->header.size();
   const uint64_t total = 8 + header_len + layout->data_size;

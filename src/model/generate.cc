@@ -5,12 +5,12 @@
 #include <chrono>
 #include <span>
 
+#include "core/stopwatch.h"
+
 namespace nmkit {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 }  // namespace
 

@@ -11,20 +11,20 @@
 namespace nmkit {
 namespace {
 
-struct Symbol {
+struct Piece {
   size_t begin, size;  // bytes of the escaped text; size 0 = merged away
   int32_t prev, next;
 };
 
-struct Candidate {
+struct Merge {
   float score;
   int32_t left, right;
   size_t size;  // left.size + right.size when queued: a different sum means it is stale
 };
 
 // Highest score first, then leftmost (llama.cpp's llm_bigram_spm comparator).
-struct LaterCandidate {
-  bool operator()(const Candidate& a, const Candidate& b) const {
+struct LaterMerge {
+  bool operator()(const Merge& a, const Merge& b) const {
     return a.score < b.score || (a.score == b.score && a.left > b.left);
   }
 };
@@ -100,14 +100,14 @@ void SentencePieceModel::encode_text(std::string_view fragment, std::vector<int3
       text += c;
     }
   }
-  std::vector<Symbol> symbols;
+  std::vector<Piece> symbols;
   for (size_t offset = 0; offset < text.size();) {
     const size_t size = std::min(lead_length(text[offset]), text.size() - offset);
     const auto index = static_cast<int32_t>(symbols.size());
     symbols.push_back({offset, size, index - 1, offset + size < text.size() ? index + 1 : -1});
     offset += size;
   }
-  std::priority_queue<Candidate, std::vector<Candidate>, LaterCandidate> queue;
+  std::priority_queue<Merge, std::vector<Merge>, LaterMerge> queue;
   auto consider = [&](int32_t left, int32_t right) {
     if (left < 0 || right < 0) return;
     const size_t size = symbols[left].size + symbols[right].size;
@@ -117,10 +117,10 @@ void SentencePieceModel::encode_text(std::string_view fragment, std::vector<int3
   };
   for (int32_t i = 0; i + 1 < static_cast<int32_t>(symbols.size()); ++i) consider(i, i + 1);
   while (!queue.empty()) {
-    const Candidate c = queue.top();
+    const Merge c = queue.top();
     queue.pop();
-    Symbol& left = symbols[c.left];
-    Symbol& right = symbols[c.right];
+    Piece& left = symbols[c.left];
+    Piece& right = symbols[c.right];
     if (left.size == 0 || right.size == 0 || left.size + right.size != c.size) continue;
     left.size += right.size;
     right.size = 0;

@@ -5,14 +5,12 @@
 #include <chrono>
 #include <utility>
 
+#include "core/stopwatch.h"
+
 namespace nmkit {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 // Every file tensor on its own, no record (TensorListing::FileTensors).
 std::vector<StoredTensor> list_file_tensors(const SafetensorsFile& file) {
