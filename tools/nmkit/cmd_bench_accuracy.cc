@@ -1,14 +1,17 @@
-// nmkit bench accuracy MODEL: the accuracy table of issue 11. Perplexity on the evaluation text
-// (docs/design.md 11.4, ctx 512) of the dense model and of every pattern x method, each pruned from
-// the dense model with calibration (docs/design.md section 12), in one run; the pruning seconds of
-// each run split as CalibTimes counts them (forward passes, Hessian/norm accumulation, Cholesky,
-// mask and updates); and the decode tokens/s of the forms each pattern runs in (f32: dense, 2:4 as
-// sparse24, others as nm; int8: dense, 2:4 as sparse24, slidable patterns as slid), timed as `nmkit
-// bench model` does (bench::measure_decode, 8-token prompt) in interleaved rounds after the
-// perplexities. Decode speed depends on the form, not on which weights were kept, so it is timed
-// once per pattern and form on a model pruned on load (by magnitude).
+// nmkit bench accuracy MODEL: the accuracy table of issue 11 and the points of issue 28's chart.
+// Perplexity on the evaluation text (docs/design.md 11.4, ctx 512) of the dense model and of every
+// pattern x method (ADMM only at the --admm patterns), each pruned from the dense model with
+// calibration (docs/design.md section 12), in one run; the pruning seconds of each run split as
+// CalibTimes counts them (forward passes, Hessian/norm accumulation, Cholesky, mask and updates).
+// Each form is evaluated as itself: the dense model in f32, bf16 and int8, and the pruned weights
+// of every run in f32 and repacked in int8 (2:4 as sparse24, slidable patterns as slid). Then the
+// decode tokens/s of every form (f32: dense, 2:4 as sparse24, others as nm; bf16 dense; int8 as
+// above), timed as `nmkit bench model` does (bench::measure_decode, 8-token prompt) in interleaved
+// rounds after every perplexity, and the bytes of its weights (LlamaModel::estimate_bytes). --json
+// writes the table's rows and the chart's points (scripts/accuracy_chart.py draws them).
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -34,6 +37,7 @@ struct AccuracyArgs {
   int64_t chunks = 0;
   std::string patterns = "6:8,4:8,2:4,1:4";
   std::string methods = "magnitude,wanda,sparsegpt";
+  std::string admm;  // patterns also pruned by ADMM
   std::string json;
   int64_t decode = 64;  // tokens per decode timing (0: no decode column)
   int rounds = 3;
@@ -41,49 +45,45 @@ struct AccuracyArgs {
 };
 
 // The forms a pattern runs in: f32 as make run's sweep does (2:4 as sparse24, any other as nm), and
-// int8 (2:4 as sparse24, a slidable (2N-2):2N-or-sparser pattern as slid, others none; dense as dense).
-struct RunForm {
-  DType weights = DType::F32;
-  LinearFormat format = LinearFormat::Dense;
-  std::string name() const {
-    return std::string(weights == DType::F32 ? "f32 " : "int8 ") + std::string(linear_format_name(format));
+// int8 (2:4 as sparse24, a slidable (2N-2):2N-or-sparser pattern as slid, any other dense-masked int8).
+// Dense: f32, bf16 and int8 dense.
+ModelOptions form_of(DType weights, const std::optional<Pattern>& pattern) {
+  ModelOptions o;
+  o.weights = weights;
+  o.pattern = pattern;
+  if (!pattern) return o;
+  if (*pattern == Pattern{2, 4}) {
+    o.format = LinearFormat::Sparse24;
+  } else if (weights == DType::I8) {
+    o.format = pattern->slidable() ? LinearFormat::Slid : LinearFormat::Dense;
+  } else {
+    o.format = LinearFormat::NM;
   }
-};
-RunForm f32_form(const std::optional<Pattern>& pattern) {
-  if (!pattern) return {};
-  return {DType::F32, *pattern == Pattern{2, 4} ? LinearFormat::Sparse24 : LinearFormat::NM};
+  return o;
 }
-std::optional<RunForm> int8_form(const std::optional<Pattern>& pattern) {
-  if (!pattern) return RunForm{DType::I8, LinearFormat::Dense};
-  if (*pattern == Pattern{2, 4}) return RunForm{DType::I8, LinearFormat::Sparse24};
-  if (pattern->slidable()) return RunForm{DType::I8, LinearFormat::Slid};
-  return std::nullopt;
+std::vector<ModelOptions> forms_of(const std::optional<Pattern>& pattern) {
+  if (!pattern) return {form_of(DType::F32, pattern), form_of(DType::BF16, pattern), form_of(DType::I8, pattern)};
+  return {form_of(DType::F32, pattern), form_of(DType::I8, pattern)};
 }
-std::string form_key(const std::optional<Pattern>& pattern, const RunForm& form) {
-  return (pattern ? pattern->str() : "dense") + " " + form.name();
+// "f32 nm", "int8 slid": the form without its pattern (the table's columns, the rows' JSON keys).
+std::string short_name(const ModelOptions& o) {
+  return std::string(o.weights == DType::F32 ? "f32 " : o.weights == DType::BF16 ? "bf16 " : "int8 ") +
+         std::string(linear_format_name(o.format));
 }
 
-// Median decode tokens/s of each pattern's forms (dense first), keyed by form_key, in interleaved rounds.
-Result<std::map<std::string, double>> decode_speeds(const ModelSource& source, const std::vector<Pattern>& patterns,
+// Median decode tokens/s of every form, keyed by weight_form_name ("int8 6:8 slid"), in interleaved
+// rounds. Decode speed depends on the form, not on which weights were kept: each form is timed once,
+// on a model pruned on load by magnitude.
+Result<std::map<std::string, double>> decode_speeds(const ModelSource& source, const std::vector<ModelOptions>& forms,
                                                     int64_t decode, int rounds) {
-  std::vector<std::optional<Pattern>> all{std::nullopt};
-  for (Pattern p : patterns) all.push_back(p);
   std::vector<std::string> keys;
   std::vector<LlamaModel> models;
   Progress progress("decode timing");
-  for (const auto& pattern : all) {
-    std::vector<RunForm> forms{f32_form(pattern)};
-    if (auto f = int8_form(pattern)) forms.push_back(*f);
-    for (const RunForm& form : forms) {
-      ModelOptions options;
-      options.pattern = pattern;
-      options.weights = form.weights;
-      options.format = form.format;
-      auto model = LlamaModel::build(source.params(), source.tensors(), options);
-      if (!model.ok()) return model.error();
-      models.push_back(std::move(*model));
-      keys.push_back(form_key(pattern, form));
-    }
+  for (const ModelOptions& options : forms) {
+    auto model = LlamaModel::build(source.params(), source.tensors(), options);
+    if (!model.ok()) return model.error();
+    models.push_back(std::move(*model));
+    keys.push_back(weight_form_name(options));
   }
   std::vector<std::vector<double>> speeds(models.size());
   for (int r = 0; r < rounds; ++r) {
@@ -105,6 +105,39 @@ Result<std::map<std::string, double>> decode_speeds(const ModelSource& source, c
   return out;
 }
 
+// The calibrated model's pruned weights (kept dense f32 next to the model's linears) repacked in
+// `form` (int8: quantized per row, docs/design.md 6) into a model built from `source` in form.weights,
+// so that the int8 perplexity is the int8 form's own, not the f32 one's.
+Result<LlamaModel> repack_pruned(const ModelSource& source, const LlamaModel& pruned, const ModelOptions& form) {
+  ModelOptions options;
+  options.weights = form.weights;
+  auto model = LlamaModel::build(source.params(), source.tensors(), options);
+  if (!model.ok()) return model.error();
+  for (int64_t b = 0; b < source.params().n_layer; ++b) {
+    std::vector<TensorView> weights;
+    for (const std::string& name : LlamaModel::block_linear_names()) {
+      auto w = pruned.dense_weight(b, name);
+      if (!w.ok()) return w.error();
+      weights.push_back(*w);
+    }
+    if (Status st = model->replace_block(b, weights, form.format, form.pattern); !st.ok()) return st.error();
+  }
+  return model;
+}
+
+// One point of the chart: a form of the model with its perplexity, the bytes its weights take
+// (LlamaModel::estimate_bytes: block linears in the form, embedding/head and norms; what a checkpoint
+// of it holds) and, filled in after every perplexity, its decode speed.
+struct Point {
+  std::string pattern, method;  // "dense", "-" for the dense forms
+  ModelOptions form;
+  double perplexity = 0;
+  size_t bytes = 0;
+  std::string name() const {
+    return method == "-" ? weight_form_name(form) : method + " " + weight_form_name(form);
+  }
+};
+
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream ss(s);
@@ -123,18 +156,37 @@ Result<std::string> eval_text_path(const std::string& flag) {
   return Error("no evaluation text: pass --text FILE (scripts/fetch_texts.sh eval fetches the project's)");
 }
 
-int run(const AccuracyArgs& args) {
+Result<std::vector<Pattern>> parse_patterns(const std::string& list, const char* flag) {
   std::vector<Pattern> patterns;
-  for (const std::string& p : split(args.patterns)) {
+  for (const std::string& p : split(list)) {
     auto pattern = Pattern::parse(p);
-    if (!pattern.ok()) return report_error(pattern.error().with_context("--patterns: "));
+    if (!pattern.ok()) return pattern.error().with_context(std::string(flag) + ": ");
     patterns.push_back(*pattern);
   }
+  return patterns;
+}
+
+int run(const AccuracyArgs& args) {
+  auto patterns = parse_patterns(args.patterns, "--patterns");
+  if (!patterns.ok()) return report_error(patterns.error());
+  auto admm_patterns = parse_patterns(args.admm, "--admm");
+  if (!admm_patterns.ok()) return report_error(admm_patterns.error());
   std::vector<CalibMethod> methods;
   for (const std::string& m : split(args.methods)) {
     auto method = parse_calib_method(m);
     if (!method.ok()) return report_error(method.error().with_context("--methods: "));
     methods.push_back(*method);
+  }
+  // Every pattern of --patterns or --admm, in order; ADMM runs at a pattern only when asked (it
+  // costs several times SparseGPT's time).
+  std::vector<std::pair<Pattern, std::vector<CalibMethod>>> runs;
+  for (Pattern p : *patterns) runs.push_back({p, methods});
+  for (Pattern p : *admm_patterns) {
+    auto it = std::find_if(runs.begin(), runs.end(), [&](const auto& r) { return r.first == p; });
+    if (it == runs.end()) it = runs.insert(runs.end(), {p, {}});
+    if (std::find(it->second.begin(), it->second.end(), CalibMethod::Admm) == it->second.end()) {
+      it->second.push_back(CalibMethod::Admm);
+    }
   }
   if (!args.json.empty()) {
     auto probe = PendingFile::create(args.json);
@@ -161,7 +213,18 @@ int run(const AccuracyArgs& args) {
   nlohmann::json rows = nlohmann::json::array();
   std::vector<std::vector<std::string>> cells;  // the table's rows before the decode columns
   std::vector<std::optional<Pattern>> forms_of_row;
+  std::vector<Point> points;
   double dense_ppl = 0;
+  auto add_point = [&](const std::optional<Pattern>& pattern, const std::string& method, const ModelOptions& form,
+                       const LlamaModel& model) -> Result<PerplexityResult> {
+    auto ppl = perplexity(model, *tokens, popt);
+    if (!ppl.ok()) return ppl.error();
+    Point point{pattern ? pattern->str() : "dense", method, form, ppl->perplexity,
+                LlamaModel::estimate_bytes(source->params(), form)};
+    std::fprintf(stderr, "%s: perplexity %.3f\n", point.name().c_str(), ppl->perplexity);
+    points.push_back(std::move(point));
+    return ppl;
+  };
   auto evaluate = [&](const std::optional<Pattern>& pattern, CalibMethod method) -> Status {
     ModelOptions options;
     options.keep_dense_weights = pattern.has_value();
@@ -176,11 +239,23 @@ int run(const AccuracyArgs& args) {
       std::fprintf(stderr, "%s\n", calib_summary(*r, *pattern, method).c_str());
       calib = std::move(*r);
     }
-    auto ppl = perplexity(*model, *tokens, popt);
-    if (!ppl.ok()) return ppl.error();
-    if (!pattern) dense_ppl = ppl->perplexity;
     const std::string pat = pattern ? pattern->str() : "dense";
     const std::string meth = pattern ? std::string(calib_method_name(method)) : "-";
+    // The f32 point: the pruned weights dense-masked in f32, which the f32 sparse forms (nm,
+    // sparse24) compute exactly, up to float summation order.
+    auto ppl = add_point(pattern, meth, form_of(DType::F32, pattern), *model);
+    if (!ppl.ok()) return ppl.error();
+    if (!pattern) dense_ppl = ppl->perplexity;
+    // Every other form is evaluated as itself: the dense model built in bf16 and int8, the pruned
+    // weights repacked in the int8 form.
+    for (const ModelOptions& form : forms_of(pattern)) {
+      if (form.weights == DType::F32) continue;
+      auto other = pattern ? repack_pruned(*source, *model, form)
+                           : LlamaModel::build(source->params(), source->tensors(), form);
+      if (!other.ok()) return other.error();
+      auto p = add_point(pattern, meth, form, *other);
+      if (!p.ok()) return p.error();
+    }
     const CalibTimes t = calib ? calib->report.seconds : CalibTimes{};
     auto secs = [&](double v) { return calib ? fmt::format("{:.1f}", v) : std::string("-"); };
     cells.push_back({pat, meth, fmt::format("{:.3f}", ppl->perplexity),
@@ -191,48 +266,72 @@ int run(const AccuracyArgs& args) {
     rows.push_back({{"pattern", pat}, {"method", meth}, {"perplexity", ppl->perplexity},
                     {"chunks", ppl->chunks}, {"prune_seconds", prune_seconds}, {"eval_seconds", ppl->seconds},
                     {"prune_times", calib ? calib_report_json(*calib, *pattern, method)["seconds"] : nlohmann::json()}});
-    std::fprintf(stderr, "%s %s: perplexity %.3f\n", pat.c_str(), meth.c_str(), ppl->perplexity);
     return ok_status();
   };
   if (Status st = evaluate(std::nullopt, CalibMethod::Magnitude); !st.ok()) return report_error(st.error());
-  for (Pattern p : patterns) {
-    for (CalibMethod m : methods) {
+  for (const auto& [p, ms] : runs) {
+    for (CalibMethod m : ms) {
       if (Status st = evaluate(p, m); !st.ok()) return report_error(st.error());
     }
   }
+  // Decode timings after every perplexity, in one pass (interleaved rounds over every form).
   std::map<std::string, double> decode;
   if (args.decode > 0) {
-    auto speeds = decode_speeds(*source, patterns, args.decode, args.rounds);
+    std::vector<ModelOptions> timed = forms_of(std::nullopt);
+    for (const auto& r : runs) {
+      for (const ModelOptions& f : forms_of(r.first)) timed.push_back(f);
+    }
+    auto speeds = decode_speeds(*source, timed, args.decode, args.rounds);
     if (!speeds.ok()) return report_error(speeds.error());
     decode = std::move(*speeds);
   }
+  auto speed_of = [&](const ModelOptions& form) -> std::optional<double> {
+    const auto it = decode.find(weight_form_name(form));
+    if (it == decode.end()) return std::nullopt;
+    return it->second;
+  };
   fmt::print("{} perplexity on {} (ctx {}{}), calibration {} x {} tokens{}\n", args.model, *text_path, args.ctx,
              args.chunks > 0 ? fmt::format(", {} chunks", args.chunks) : "", args.calib.seqs, args.calib.len,
              args.calib.refit > 0 ? fmt::format(", refit {} steps", args.calib.refit) : "");
   fmt::print("prune s = forward passes + Hessian/norms + Cholesky + mask and updates (+ output error, packing); "
-             "decode: {} tokens after an 8-token prompt, median of {} interleaved rounds, {} threads\n",
+             "decode: {} tokens after an 8-token prompt, median of {} interleaved rounds, {} threads, "
+             "timed after every perplexity\n",
              args.decode, args.rounds, thread_count());
   Table table({"pattern", "method", "perplexity", "x dense", "prune s", "forward s", "hessian s", "cholesky s",
                "update s", "eval s", "f32 form", "decode tok/s", "int8 form", "decode tok/s"});
   for (size_t i = 0; i < cells.size(); ++i) {
     std::vector<std::string> row = cells[i];
-    const std::optional<Pattern>& pattern = forms_of_row[i];
     nlohmann::json speeds = nlohmann::json::object();
-    std::vector<std::optional<RunForm>> forms{f32_form(pattern), int8_form(pattern)};
-    for (const auto& form : forms) {
-      row.push_back(form ? form->name() : "-");
-      const auto it = form ? decode.find(form_key(pattern, *form)) : decode.end();
-      row.push_back(it == decode.end() ? std::string("-") : fmt::format("{:.1f}", it->second));
-      if (it != decode.end()) speeds[form->name()] = it->second;
+    for (DType w : {DType::F32, DType::I8}) {
+      const ModelOptions form = form_of(w, forms_of_row[i]);
+      const auto tps = speed_of(form);
+      row.push_back(short_name(form));
+      row.push_back(tps ? fmt::format("{:.1f}", *tps) : std::string("-"));
+      if (tps) speeds[short_name(form)] = *tps;
     }
     rows[i]["decode_tps"] = speeds;
     table.add_row(row);
   }
   fmt::print("{}", table.render());
+  // The chart's points (scripts/accuracy_chart.py): every form evaluated as itself.
+  Table chart({"form", "perplexity", "x dense", "decode tok/s", "weights MB"});
+  nlohmann::json jpoints = nlohmann::json::array();
+  for (const Point& p : points) {
+    const auto tps = speed_of(p.form);
+    chart.add_row({p.name(), fmt::format("{:.3f}", p.perplexity), fmt::format("{:.3f}", p.perplexity / dense_ppl),
+                   tps ? fmt::format("{:.1f}", *tps) : std::string("-"),
+                   fmt::format("{:.1f}", static_cast<double>(p.bytes) / 1e6)});
+    jpoints.push_back({{"name", p.name()}, {"source", "nmkit"}, {"pattern", p.pattern}, {"method", p.method},
+                       {"weights", short_name(p.form).substr(0, short_name(p.form).find(' '))},
+                       {"format", std::string(linear_format_name(p.form.format))}, {"perplexity", p.perplexity},
+                       {"weight_bytes", p.bytes}, {"decode_tps", tps ? nlohmann::json(*tps) : nlohmann::json()}});
+  }
+  fmt::print("\n{}", chart.render());
   if (!args.json.empty()) {
-    nlohmann::json doc = {{"model", args.model}, {"text", *text_path}, {"ctx", args.ctx},
+    nlohmann::json doc = {{"model", args.model}, {"text", *text_path}, {"ctx", args.ctx}, {"chunks", args.chunks},
                           {"calib_seqs", args.calib.seqs}, {"calib_len", args.calib.len},
-                          {"refit", args.calib.refit}, {"decode_tokens", args.decode}, {"rows", rows}};
+                          {"refit", args.calib.refit}, {"decode_tokens", args.decode}, {"rounds", args.rounds},
+                          {"threads", thread_count()}, {"rows", rows}, {"points", jpoints}};
     auto file = prepare_text_file(args.json, doc.dump(2) + "\n");
     if (!file.ok()) return report_error(file.error());
     if (Status st = file->commit(); !st.ok()) return report_error(st.error());
@@ -253,6 +352,8 @@ const bool registered = register_command(CommandSpec{
       app.add_option("--chunks", args->chunks, "At most this many chunks (0: all)")->capture_default_str();
       app.add_option("--patterns", args->patterns, "Comma-separated patterns")->capture_default_str();
       app.add_option("--methods", args->methods, "Comma-separated methods")->capture_default_str();
+      app.add_option("--admm", args->admm, "Patterns also pruned by ADMM (comma-separated; slow: ~15 min per "
+                     "pattern on SmolLM2 on 2 loaded cores)");
       app.add_option("--json", args->json, "Write the table as JSON");
       app.add_option("--decode", args->decode, "Tokens per decode timing of each pattern's form (0: none)")
           ->capture_default_str();
