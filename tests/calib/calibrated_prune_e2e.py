@@ -239,6 +239,24 @@ def main():
                 if f32["perplexity"] != row["perplexity"] or i8["perplexity"] == f32["perplexity"] or \
                         not i8["weight_bytes"] < f32["weight_bytes"]:
                     failures.append(f"bench accuracy f32/int8 points of {row}: {f32}, {i8}")
+            # --resume takes every row of the earlier JSON as it was (nothing run again; here no
+            # decode pass either) and refuses a JSON of other settings, naming the key.
+            acc_args = [args.nmkit, "bench", "accuracy", model, "--text", calib, "--calib", calib, "--ctx", "32",
+                        "--calib-seqs", str(SEQS), "--calib-len", str(LEN), "--patterns", "2:4,6:8",
+                        "--methods", "magnitude,sparsegpt", "--admm", "2:4", "--decode", "0"]
+            acc2 = os.path.join(tmp, "accuracy2.json")
+            p = run(acc_args + ["--chunks", "1", "--resume", acc, "--json", acc2])
+            with open(acc2) as f:
+                doc2 = json.load(f)
+            def strip(rs):
+                return [{k: v for k, v in r.items() if k != "decode_tps"} for r in rs]
+            if not doc2["complete"] or strip(doc2["rows"]) != strip(rows) or \
+                    [(q["name"], q["perplexity"]) for q in doc2["points"]] != [(q["name"], q["perplexity"]) for q in doc["points"]] or \
+                    p.stderr.count("from " + acc) != len(rows):
+                failures.append(f"bench accuracy --resume: {doc2}, stderr {p.stderr!r}")
+            p = run(acc_args + ["--chunks", "2", "--resume", acc], expect_ok=False)
+            if p.returncode != 1 or p.stderr.count("\n") != 1 or "chunks is 1, this run's 2" not in p.stderr:
+                failures.append(f"bench accuracy --resume of other chunks: exit {p.returncode}, stderr {p.stderr!r}")
             size = {name: pt["weight_bytes"] for name, pt in points.items()}
             if not (size["f32 dense"] > size["bf16 dense"] > size["int8 dense"] and
                     size["f32 dense"] > size["magnitude f32 6:8 nm"] > size["magnitude f32 2:4 sparse24"]):

@@ -39,6 +39,7 @@ struct AccuracyArgs {
   std::string methods = "magnitude,wanda,sparsegpt";
   std::string admm;  // patterns also pruned by ADMM
   std::string json;
+  std::string resume;  // a JSON of an earlier run (partial or not): its rows are taken, not run again
   int64_t decode = 64;  // tokens per decode timing (0: no decode column)
   int rounds = 3;
   CalibFlags calib;
@@ -156,6 +157,84 @@ Result<std::string> eval_text_path(const std::string& flag) {
   return Error("no evaluation text: pass --text FILE (scripts/fetch_texts.sh eval fetches the project's)");
 }
 
+nlohmann::json point_json(const Point& p, const std::map<std::string, double>& decode) {
+  const auto it = decode.find(weight_form_name(p.form));
+  const std::string weights = p.form.weights == DType::F32 ? "f32" : p.form.weights == DType::BF16 ? "bf16" : "int8";
+  return {{"name", p.name()}, {"source", "nmkit"}, {"pattern", p.pattern}, {"method", p.method},
+          {"weights", weights}, {"format", std::string(linear_format_name(p.form.format))},
+          {"perplexity", p.perplexity}, {"weight_bytes", p.bytes},
+          {"decode_tps", it == decode.end() ? nlohmann::json() : nlohmann::json(it->second)}};
+}
+
+Result<Point> point_from_json(const nlohmann::json& j) {
+  try {
+    Point p;
+    p.pattern = j.at("pattern").get<std::string>();
+    p.method = j.at("method").get<std::string>();
+    auto weights = parse_weight_dtype(j.at("weights").get<std::string>());
+    if (!weights.ok()) return weights.error();
+    auto format = parse_linear_format(j.at("format").get<std::string>());
+    if (!format.ok()) return format.error();
+    p.form.weights = *weights;
+    p.form.format = *format;
+    if (p.pattern != "dense") {
+      auto pattern = Pattern::parse(p.pattern);
+      if (!pattern.ok()) return pattern.error();
+      p.form.pattern = *pattern;
+    }
+    p.perplexity = j.at("perplexity").get<double>();
+    p.bytes = j.at("weight_bytes").get<size_t>();
+    return p;
+  } catch (const nlohmann::json::exception& e) {
+    return Error(std::string("a point without its fields: ") + e.what());
+  }
+}
+
+// The table's cells of a row (before the decode columns), from its JSON.
+std::vector<std::string> row_cells(const nlohmann::json& row, double dense_ppl) {
+  const double ppl = row["perplexity"].get<double>();
+  const nlohmann::json& t = row["prune_times"];
+  auto secs = [&](const char* key) { return t.is_object() ? fmt::format("{:.1f}", t.value(key, 0.0)) : "-"; };
+  return {row["pattern"].get<std::string>(), row["method"].get<std::string>(), fmt::format("{:.3f}", ppl),
+          dense_ppl > 0 ? fmt::format("{:.3f}", ppl / dense_ppl) : "-", secs("total"), secs("forward"),
+          secs("statistics"), secs("cholesky"), secs("prune"), fmt::format("{:.1f}", row["eval_seconds"].get<double>())};
+}
+
+const nlohmann::json* find_row(const nlohmann::json& doc, const std::string& pattern, const std::string& method) {
+  if (!doc.is_object()) return nullptr;
+  for (const nlohmann::json& row : doc["rows"]) {
+    if (row.value("pattern", "") == pattern && row.value("method", "") == method) return &row;
+  }
+  return nullptr;
+}
+
+// --resume FILE: an earlier run's JSON, refused (naming the key) unless it measured what this run
+// would: the same model, ctx, chunks and calibration sizes. Null without --resume.
+Result<nlohmann::json> load_resumed(const AccuracyArgs& args) {
+  if (args.resume.empty()) return nlohmann::json();
+  std::ifstream in(args.resume);
+  if (!in) return Error("--resume " + args.resume + ": cannot open");
+  nlohmann::json doc = nlohmann::json::parse(in, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object() || !doc["rows"].is_array() || !doc["points"].is_array()) {
+    return Error("--resume " + args.resume + ": not a bench accuracy JSON (rows and points)");
+  }
+  const std::pair<const char*, nlohmann::json> same[] = {
+      {"model", args.model}, {"ctx", args.ctx}, {"chunks", args.chunks}, {"calib_seqs", args.calib.seqs},
+      {"calib_len", args.calib.len}, {"refit", args.calib.refit}};
+  for (const auto& [key, value] : same) {
+    if (doc[key] != value) {
+      return Error(fmt::format("--resume {}: {} is {}, this run's {}", args.resume, key, doc[key].dump(), value.dump()));
+    }
+  }
+  for (const nlohmann::json& row : doc["rows"]) {
+    if (!row.is_object() || !row["perplexity"].is_number() || !row["pattern"].is_string() ||
+        !row["method"].is_string() || !row["eval_seconds"].is_number()) {
+      return Error("--resume " + args.resume + ": a row without its perplexity: " + row.dump());
+    }
+  }
+  return doc;
+}
+
 Result<std::vector<Pattern>> parse_patterns(const std::string& list, const char* flag) {
   std::vector<Pattern> patterns;
   for (const std::string& p : split(list)) {
@@ -192,6 +271,8 @@ int run(const AccuracyArgs& args) {
     auto probe = PendingFile::create(args.json);
     if (!probe.ok()) return report_error(probe.error());
   }
+  auto resumed = load_resumed(args);
+  if (!resumed.ok()) return report_error(resumed.error());
   auto source = ModelSource::open(args.model);
   if (!source.ok()) return report_error(source.error());
   auto tokenizer = load_tokenizer(*source);
@@ -226,6 +307,24 @@ int run(const AccuracyArgs& args) {
     return ppl;
   };
   auto evaluate = [&](const std::optional<Pattern>& pattern, CalibMethod method) -> Status {
+    const std::string pat = pattern ? pattern->str() : "dense";
+    const std::string meth = pattern ? std::string(calib_method_name(method)) : "-";
+    if (const nlohmann::json* row = find_row(*resumed, pat, meth)) {  // --resume: taken as it was
+      for (const nlohmann::json& jp : (*resumed)["points"]) {
+        if (jp.value("pattern", "") != pat || jp.value("method", "") != meth) continue;
+        auto point = point_from_json(jp);
+        if (!point.ok()) return point.error().with_context("--resume " + args.resume + ": ");
+        points.push_back(std::move(*point));
+      }
+      if (!pattern) dense_ppl = (*row)["perplexity"].get<double>();
+      cells.push_back(row_cells(*row, dense_ppl));
+      forms_of_row.push_back(pattern);
+      nlohmann::json r = *row;
+      r.erase("decode_tps");
+      rows.push_back(std::move(r));
+      std::fprintf(stderr, "%s %s: from %s\n", pat.c_str(), meth.c_str(), args.resume.c_str());
+      return ok_status();
+    }
     ModelOptions options;
     options.keep_dense_weights = pattern.has_value();
     auto model = LlamaModel::build(source->params(), source->tensors(), options);
@@ -239,8 +338,6 @@ int run(const AccuracyArgs& args) {
       std::fprintf(stderr, "%s\n", calib_summary(*r, *pattern, method).c_str());
       calib = std::move(*r);
     }
-    const std::string pat = pattern ? pattern->str() : "dense";
-    const std::string meth = pattern ? std::string(calib_method_name(method)) : "-";
     // The f32 point: the pruned weights dense-masked in f32, which the f32 sparse forms (nm,
     // sparse24) compute exactly, up to float summation order.
     auto ppl = add_point(pattern, meth, form_of(DType::F32, pattern), *model);
@@ -256,26 +353,37 @@ int run(const AccuracyArgs& args) {
       auto p = add_point(pattern, meth, form, *other);
       if (!p.ok()) return p.error();
     }
-    const CalibTimes t = calib ? calib->report.seconds : CalibTimes{};
-    auto secs = [&](double v) { return calib ? fmt::format("{:.1f}", v) : std::string("-"); };
-    cells.push_back({pat, meth, fmt::format("{:.3f}", ppl->perplexity),
-                     dense_ppl > 0 ? fmt::format("{:.3f}", ppl->perplexity / dense_ppl) : "-", secs(prune_seconds),
-                     secs(t.forward), secs(t.stats), secs(t.cholesky), secs(t.prune),
-                     fmt::format("{:.1f}", ppl->seconds)});
-    forms_of_row.push_back(pattern);
     rows.push_back({{"pattern", pat}, {"method", meth}, {"perplexity", ppl->perplexity},
                     {"chunks", ppl->chunks}, {"prune_seconds", prune_seconds}, {"eval_seconds", ppl->seconds},
                     {"prune_times", calib ? calib_report_json(*calib, *pattern, method)["seconds"] : nlohmann::json()}});
+    cells.push_back(row_cells(rows.back(), dense_ppl));
+    forms_of_row.push_back(pattern);
     return ok_status();
   };
+  std::map<std::string, double> decode;
+  // The JSON after every row (complete: false until the decode timings are in), so that a run cut
+  // short keeps what it measured and --resume continues it.
+  auto write_json = [&](bool complete) -> Status {
+    if (args.json.empty()) return ok_status();
+    nlohmann::json jpoints = nlohmann::json::array();
+    for (const Point& p : points) jpoints.push_back(point_json(p, decode));
+    nlohmann::json doc = {{"model", args.model}, {"text", *text_path}, {"ctx", args.ctx}, {"chunks", args.chunks},
+                          {"calib_seqs", args.calib.seqs}, {"calib_len", args.calib.len},
+                          {"refit", args.calib.refit}, {"decode_tokens", args.decode}, {"rounds", args.rounds},
+                          {"threads", thread_count()}, {"complete", complete}, {"rows", rows}, {"points", jpoints}};
+    auto file = prepare_text_file(args.json, doc.dump(2) + "\n");
+    if (!file.ok()) return file.error();
+    return file->commit();
+  };
   if (Status st = evaluate(std::nullopt, CalibMethod::Magnitude); !st.ok()) return report_error(st.error());
+  if (Status st = write_json(false); !st.ok()) return report_error(st.error());
   for (const auto& [p, ms] : runs) {
     for (CalibMethod m : ms) {
       if (Status st = evaluate(p, m); !st.ok()) return report_error(st.error());
+      if (Status st = write_json(false); !st.ok()) return report_error(st.error());
     }
   }
   // Decode timings after every perplexity, in one pass (interleaved rounds over every form).
-  std::map<std::string, double> decode;
   if (args.decode > 0) {
     std::vector<ModelOptions> timed = forms_of(std::nullopt);
     for (const auto& r : runs) {
@@ -315,27 +423,14 @@ int run(const AccuracyArgs& args) {
   fmt::print("{}", table.render());
   // The chart's points (scripts/accuracy_chart.py): every form evaluated as itself.
   Table chart({"form", "perplexity", "x dense", "decode tok/s", "weights MB"});
-  nlohmann::json jpoints = nlohmann::json::array();
   for (const Point& p : points) {
     const auto tps = speed_of(p.form);
     chart.add_row({p.name(), fmt::format("{:.3f}", p.perplexity), fmt::format("{:.3f}", p.perplexity / dense_ppl),
                    tps ? fmt::format("{:.1f}", *tps) : std::string("-"),
                    fmt::format("{:.1f}", static_cast<double>(p.bytes) / 1e6)});
-    jpoints.push_back({{"name", p.name()}, {"source", "nmkit"}, {"pattern", p.pattern}, {"method", p.method},
-                       {"weights", short_name(p.form).substr(0, short_name(p.form).find(' '))},
-                       {"format", std::string(linear_format_name(p.form.format))}, {"perplexity", p.perplexity},
-                       {"weight_bytes", p.bytes}, {"decode_tps", tps ? nlohmann::json(*tps) : nlohmann::json()}});
   }
   fmt::print("\n{}", chart.render());
-  if (!args.json.empty()) {
-    nlohmann::json doc = {{"model", args.model}, {"text", *text_path}, {"ctx", args.ctx}, {"chunks", args.chunks},
-                          {"calib_seqs", args.calib.seqs}, {"calib_len", args.calib.len},
-                          {"refit", args.calib.refit}, {"decode_tokens", args.decode}, {"rounds", args.rounds},
-                          {"threads", thread_count()}, {"rows", rows}, {"points", jpoints}};
-    auto file = prepare_text_file(args.json, doc.dump(2) + "\n");
-    if (!file.ok()) return report_error(file.error());
-    if (Status st = file->commit(); !st.ok()) return report_error(st.error());
-  }
+  if (Status st = write_json(true); !st.ok()) return report_error(st.error());
   return 0;
 }
 
@@ -354,7 +449,9 @@ const bool registered = register_command(CommandSpec{
       app.add_option("--methods", args->methods, "Comma-separated methods")->capture_default_str();
       app.add_option("--admm", args->admm, "Patterns also pruned by ADMM (comma-separated; slow: ~15 min per "
                      "pattern on SmolLM2 on 2 loaded cores)");
-      app.add_option("--json", args->json, "Write the table as JSON");
+      app.add_option("--json", args->json, "Write the table and the chart's points as JSON (after every row)");
+      app.add_option("--resume", args->resume, "Take the rows of this earlier --json (same model, text, ctx, "
+                     "chunks, calibration) instead of running them again");
       app.add_option("--decode", args->decode, "Tokens per decode timing of each pattern's form (0: none)")
           ->capture_default_str();
       app.add_option("--rounds", args->rounds, "Interleaved decode timing rounds (median)")->capture_default_str();
