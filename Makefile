@@ -34,7 +34,8 @@ bench: build
 # each in f32 and int8, next to llama.cpp's quantizations of the same model (llama-quantize; perplexity by
 # llama-perplexity and by nmkit eval); then decode speeds (nmkit's forms, then llama-bench), after every
 # perplexity; then the table and docs/accuracy.png/.svg. CHUNKS=0 evaluates the whole text (slow);
-# ADMM= skips ADMM (about 15 minutes on a loaded 2-core machine).
+# ADMM= skips ADMM (about 15 minutes on a loaded 2-core machine); RESUME=FILE takes the rows an earlier
+# (partial) bench accuracy JSON holds instead of running them again.
 CHUNKS ?= 32
 PATTERNS ?= 6:8,4:8,2:4
 ADMM ?= 6:8
@@ -45,7 +46,7 @@ accuracy: build
 	@model=$$(bash scripts/fetch_model.sh) && bash scripts/fetch_texts.sh >/dev/null && \
 	  CHUNKS=$(CHUNKS) bash scripts/bench_models.sh quant-perplexity >/dev/null && \
 	  ./build/nmkit bench accuracy "$$model" --chunks $(CHUNKS) --patterns $(PATTERNS) --admm "$(ADMM)" \
-	    --json $(ACCURACY_JSON) && \
+	    $(if $(RESUME),--resume $(RESUME)) --json $(ACCURACY_JSON) && \
 	  bash scripts/bench_models.sh quant-speed >/dev/null && \
 	  python3 scripts/accuracy_chart.py --nmkit $(ACCURACY_JSON) --llamacpp .cache/bench/quants-perplexity.json \
 	    --llamacpp-speed .cache/bench/quants-speed.json --out $(CHART)

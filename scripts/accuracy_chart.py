@@ -179,6 +179,8 @@ def main(argv=None):
     if not dense:
         sys.exit(f"accuracy_chart: {args.nmkit}: no dense f32 point")
     dense_ppl = dense[0].perplexity
+    if doc.get("complete") is False:
+        print(f"({args.nmkit} is a partial run: the rows it holds, no decode timings)\n")
     sys.stdout.write(table(points, dense_ppl))
     for name, tps in reference.items():
         print(f"\nllama.cpp {name} (no perplexity point): decode {tps:.1f} tok/s in the same llama-bench run")
