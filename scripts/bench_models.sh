@@ -137,15 +137,22 @@ quant_perplexity() {
   local chunks=()  # CHUNKS unset or 0: the whole text
   [ -n "${CHUNKS:-}" ] && [ "$CHUNKS" != 0 ] && chunks=(--chunks "$CHUNKS")
   local records=()
+  # A quantization whose two results for these CHUNKS are there already (a run cut short) is not
+  # evaluated again: delete its perplexity-TYPE*.log or nmkit-eval-TYPE*.json to redo it.
   for type in "${quants[@]}"; do
     local model=$stem.$type.gguf
     local log=$out/perplexity-$type${CHUNKS:+-chunks$CHUNKS}.log
-    echo "+ llama-perplexity -m $model -f $eval_text -c 512 -t 2 -nr ${chunks[*]}" >&2
-    "$bin/llama-perplexity" -m "$model" -f "$eval_text" -c 512 -t 2 -nr "${chunks[@]}" > "$log" 2>&1 ||
-      { echo "bench_models: llama-perplexity failed, see $log" >&2; exit 1; }
-    echo "+ $nmkit eval $model --text $eval_text --ctx 512 ${chunks[*]}" >&2
-    "$nmkit" eval "$model" --text "$eval_text" --ctx 512 "${chunks[@]}" --json "$out/nmkit-eval-$type.json" >&2
-    records+=("$type" "$model" "$log" "$out/nmkit-eval-$type.json")
+    local nm=$out/nmkit-eval-$type${CHUNKS:+-chunks$CHUNKS}.json
+    if ! grep -q "Final estimate" "$log" 2>/dev/null; then
+      echo "+ llama-perplexity -m $model -f $eval_text -c 512 -t 2 -nr ${chunks[*]}" >&2
+      "$bin/llama-perplexity" -m "$model" -f "$eval_text" -c 512 -t 2 -nr "${chunks[@]}" > "$log" 2>&1 ||
+        { echo "bench_models: llama-perplexity failed, see $log" >&2; exit 1; }
+    fi
+    if [ ! -s "$nm" ]; then
+      echo "+ $nmkit eval $model --text $eval_text --ctx 512 ${chunks[*]}" >&2
+      "$nmkit" eval "$model" --text "$eval_text" --ctx 512 "${chunks[@]}" --json "$nm" >&2
+    fi
+    records+=("$type" "$model" "$log" "$nm")
   done
   python3 - "$out/quants-perplexity.json" "${CHUNKS:-0}" "${records[@]}" <<'PY'
 import json, re, sys
