@@ -186,7 +186,8 @@ def main(argv=None):
         print(f"\nllama.cpp {name} (no perplexity point): decode {tps:.1f} tok/s in the same llama-bench run")
     if args.out:
         title = args.title or (f"{os.path.basename(doc.get('model', ''))}: perplexity (ctx {doc.get('ctx')}, "
-                               f"{doc.get('chunks')} chunks) against decode speed and size")
+                               f"{doc.get('chunks')} chunks) against decode speed and size" +
+                               (" (partial run)" if doc.get("complete") is False else ""))
         fig = figure(points, dense_ppl, title)
         for ext in ("png", "svg"):
             tmp = f"{args.out}.tmp.{ext}"
