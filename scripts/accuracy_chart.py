@@ -108,7 +108,7 @@ def table(points, dense_ppl):
     return "\n".join(lines) + "\n"
 
 
-def figure(points, dense_ppl, title):
+def figure(points, dense_ppl, title, threads=2):
     """The figure (two panels sharing the log perplexity axis); returned for the caller to save."""
     import matplotlib
     matplotlib.use("Agg")
@@ -116,7 +116,7 @@ def figure(points, dense_ppl, title):
     from matplotlib.lines import Line2D
 
     fig, axes = plt.subplots(1, 2, figsize=(13, 7), sharey=True)
-    panels = [("decode_tps", "decode tokens/s (2 threads; higher is better)"),
+    panels = [("decode_tps", f"decode tokens/s ({threads} thread{'s' if threads != 1 else ''}; higher is better)"),
               ("megabytes", "MB of weights (lower is better)")]
     for ax, (attr, label) in zip(axes, panels):
         for p in points:
@@ -188,7 +188,7 @@ def main(argv=None):
         title = args.title or (f"{os.path.basename(doc.get('model', ''))}: perplexity (ctx {doc.get('ctx')}, "
                                f"{doc.get('chunks')} chunks) against decode speed and size" +
                                (" (partial run)" if doc.get("complete") is False else ""))
-        fig = figure(points, dense_ppl, title)
+        fig = figure(points, dense_ppl, title, doc.get("threads", 2))
         for ext in ("png", "svg"):
             tmp = f"{args.out}.tmp.{ext}"
             fig.savefig(tmp, dpi=120, format=ext, metadata={"Date": None} if ext == "svg" else None)
