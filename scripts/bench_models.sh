@@ -11,7 +11,7 @@
 #                                        Q8_0 Q6_K Q5_K_M Q4_K_M Q4_0, llama-quantize) each evaluated by
 #                                        llama-perplexity -c 512 -t 2 -nr and by `nmkit eval` (same
 #                                        CHUNKS); JSON in .cache/bench/quants-perplexity.json
-#   scripts/bench_models.sh quant-speed  llama-bench -t THREADS (2) -r 3 -p 0 -n 128 --repack 0 on F32, QUANTS:
+#   scripts/bench_models.sh quant-speed  llama-bench -t THREADS (2) -r 3 -p 0 -n GEN (128) --repack 0 on F32, QUANTS:
 #                                        decode tokens/s, JSON in .cache/bench/quants-speed.json
 #                                        (`make accuracy` runs it after every perplexity)
 #
@@ -180,9 +180,10 @@ quant_speed() {
   for type in "${quants[@]}"; do args+=(-m "$stem.$type.gguf"); done
   # THREADS (default 2, the machine's cores): on a machine loaded by other jobs, two threads wait on
   # each other at every barrier (Q8_0 decode: 0.7 tokens/s on 2 threads, 5.2 on 1, load average 20).
-  local threads=${THREADS:-2}
-  echo "+ llama-bench ${args[*]} -t $threads -r 3 -p 0 -n 128 --repack 0 -o json" >&2
-  "$bin/llama-bench" "${args[@]}" -t "$threads" -r 3 -p 0 -n 128 --repack 0 -o json > "$out/quants-speed.json.tmp" \
+  # GEN (default 128): decode tokens per repetition.
+  local threads=${THREADS:-2} gen=${GEN:-128}
+  echo "+ llama-bench ${args[*]} -t $threads -r 3 -p 0 -n $gen --repack 0 -o json" >&2
+  "$bin/llama-bench" "${args[@]}" -t "$threads" -r 3 -p 0 -n "$gen" --repack 0 -o json > "$out/quants-speed.json.tmp" \
     2> "$out/llama-bench-quants.err" || { echo "bench_models: llama-bench failed, see $out/llama-bench-quants.err" >&2; exit 1; }
   mv "$out/quants-speed.json.tmp" "$out/quants-speed.json"
   echo "$out/quants-speed.json"
