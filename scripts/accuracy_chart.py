@@ -111,6 +111,7 @@ def table(points, dense_ppl):
 def figure(points, dense_ppl, title, threads=2):
     """The figure (two panels sharing the log perplexity axis); returned for the caller to save."""
     import matplotlib
+    import matplotlib.ticker
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
@@ -133,6 +134,9 @@ def figure(points, dense_ppl, title, threads=2):
                             fontsize=6, color=colour)
         ax.axhline(dense_ppl, color="black", linewidth=0.6, linestyle=":")
         ax.set_yscale("log")
+        plain = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}")  # 24, not 2.4 x 10^1
+        ax.yaxis.set_major_formatter(plain)
+        ax.yaxis.set_minor_formatter(plain)
         ax.set_xlabel(label)
         ax.grid(True, which="both", linewidth=0.3, alpha=0.5)
     axes[0].set_ylabel("perplexity (log scale; lower is better)")
@@ -148,7 +152,7 @@ def figure(points, dense_ppl, title, threads=2):
                        Line2D([], [], linestyle="none", marker="o", color="black", label="int8 / quantized (filled)")]
     # Both legends below the panels, where they hide no point.
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout(rect=(0, 0.16, 1, 1))
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
     fig.legend(handles=colour_handles, title="mask chosen by (colour)", fontsize=8, title_fontsize=8,
                loc="lower left", bbox_to_anchor=(0.06, 0.0), ncol=3)
     fig.legend(handles=marker_handles, title="pattern (marker), weights (fill)", fontsize=8, title_fontsize=8,
