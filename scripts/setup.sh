@@ -65,6 +65,13 @@ for module in nanobind pytest; do
   fi
 done
 
+# `scripts/setup.sh chart` (what `make accuracy` runs): matplotlib, which scripts/accuracy_chart.py
+# draws the accuracy chart with (issue 28). Not needed to build or test: the chart's test skips without it.
+if [ "${1:-}" = chart ] && ! python3 -c 'import matplotlib' 2>/dev/null; then
+  echo "setup: installing matplotlib (pip)" >&2
+  python3 -m pip install --quiet matplotlib 2>/dev/null || python3 -m pip install --quiet --break-system-packages matplotlib
+fi
+
 # A configure that failed leaves a cache but no build files: configure again then. A build folder
 # configured before the Python package existed gets NMKIT_PYTHON turned on.
 if [ ! -f build/CMakeCache.txt ] || [ ! -f build/Makefile ]; then

@@ -199,11 +199,12 @@ def main():
         acc = os.path.join(tmp, "accuracy.json")
         p = run([args.nmkit, "bench", "accuracy", model, "--text", calib, "--calib", calib, "--ctx", "32",
                  "--chunks", "1", "--calib-seqs", str(SEQS), "--calib-len", str(LEN), "--patterns", "2:4,6:8",
-                 "--methods", "magnitude,sparsegpt", "--decode", "4", "--rounds", "1", "--json", acc])
+                 "--methods", "magnitude,sparsegpt", "--admm", "2:4", "--decode", "4", "--rounds", "1", "--json", acc])
         with open(acc) as f:
-            rows = json.load(f)["rows"]
+            doc = json.load(f)
+        rows = doc["rows"]
         if [(r["pattern"], r["method"]) for r in rows] != [("dense", "-"), ("2:4", "magnitude"), ("2:4", "sparsegpt"),
-                                                           ("6:8", "magnitude"), ("6:8", "sparsegpt")]:
+                                                           ("2:4", "admm"), ("6:8", "magnitude"), ("6:8", "sparsegpt")]:
             failures.append(f"bench accuracy rows {rows}")
         forms = {"dense": ["f32 dense", "int8 dense"], "2:4": ["f32 sparse24", "int8 sparse24"],
                  "6:8": ["f32 nm", "int8 slid"]}
@@ -216,6 +217,50 @@ def main():
                 failures.append(f"bench accuracy pruning split {r}")
         if "decode tok/s" not in p.stdout or "f32 sparse24" not in p.stdout or "f32 nm" not in p.stdout:
             failures.append(f"bench accuracy table: {p.stdout}")
+        # The chart's points: every form of every row evaluated as itself (the int8 perplexity of the
+        # int8 form, not the f32 one's), with its decode speed and weight bytes.
+        points = {pt["name"]: pt for pt in doc["points"]}
+        wanted = ["f32 dense", "bf16 dense", "int8 dense"] + [
+            f"{m} {w}" for m, w in [("magnitude", "f32 2:4 sparse24"), ("magnitude", "int8 2:4 sparse24"),
+                                    ("sparsegpt", "f32 2:4 sparse24"), ("sparsegpt", "int8 2:4 sparse24"),
+                                    ("admm", "f32 2:4 sparse24"), ("admm", "int8 2:4 sparse24"),
+                                    ("magnitude", "f32 6:8 nm"), ("magnitude", "int8 6:8 slid"),
+                                    ("sparsegpt", "f32 6:8 nm"), ("sparsegpt", "int8 6:8 slid")]]
+        if [pt["name"] for pt in doc["points"]] != wanted:
+            failures.append(f"bench accuracy points {list(points)}")
+        elif not all(pt["perplexity"] > 1 and pt["decode_tps"] > 0 and pt["weight_bytes"] > 0 for pt in points.values()):
+            failures.append(f"bench accuracy points {doc['points']}")
+        else:
+            for row in rows:
+                f32 = points["f32 dense" if row["method"] == "-" else
+                             f"{row['method']} f32 {row['pattern']} {'sparse24' if row['pattern'] == '2:4' else 'nm'}"]
+                i8 = points["int8 dense" if row["method"] == "-" else
+                            f"{row['method']} int8 {row['pattern']} {'sparse24' if row['pattern'] == '2:4' else 'slid'}"]
+                if f32["perplexity"] != row["perplexity"] or i8["perplexity"] == f32["perplexity"] or \
+                        not i8["weight_bytes"] < f32["weight_bytes"]:
+                    failures.append(f"bench accuracy f32/int8 points of {row}: {f32}, {i8}")
+            # --resume takes every row of the earlier JSON as it was (nothing run again; here no
+            # decode pass either) and refuses a JSON of other settings, naming the key.
+            acc_args = [args.nmkit, "bench", "accuracy", model, "--text", calib, "--calib", calib, "--ctx", "32",
+                        "--calib-seqs", str(SEQS), "--calib-len", str(LEN), "--patterns", "2:4,6:8",
+                        "--methods", "magnitude,sparsegpt", "--admm", "2:4", "--decode", "0"]
+            acc2 = os.path.join(tmp, "accuracy2.json")
+            p = run(acc_args + ["--chunks", "1", "--resume", acc, "--json", acc2])
+            with open(acc2) as f:
+                doc2 = json.load(f)
+            def strip(rs):
+                return [{k: v for k, v in r.items() if k != "decode_tps"} for r in rs]
+            if not doc2["complete"] or strip(doc2["rows"]) != strip(rows) or \
+                    [(q["name"], q["perplexity"]) for q in doc2["points"]] != [(q["name"], q["perplexity"]) for q in doc["points"]] or \
+                    p.stderr.count("from " + acc) != len(rows):
+                failures.append(f"bench accuracy --resume: {doc2}, stderr {p.stderr!r}")
+            p = run(acc_args + ["--chunks", "2", "--resume", acc], expect_ok=False)
+            if p.returncode != 1 or p.stderr.count("\n") != 1 or "chunks is 1, this run's 2" not in p.stderr:
+                failures.append(f"bench accuracy --resume of other chunks: exit {p.returncode}, stderr {p.stderr!r}")
+            size = {name: pt["weight_bytes"] for name, pt in points.items()}
+            if not (size["f32 dense"] > size["bf16 dense"] > size["int8 dense"] and
+                    size["f32 dense"] > size["magnitude f32 6:8 nm"] > size["magnitude f32 2:4 sparse24"]):
+                failures.append(f"bench accuracy weight bytes {size}")
         # A GGUF model as a lone safetensors file would have no config.json or tokenizer: refused
         # before any work, with the folder form named.
         lone = os.path.join(tmp, "lone.safetensors")
