@@ -131,9 +131,8 @@ ChannelSearch search_channel_order(const float* scores, int64_t rows, int64_t K,
   std::vector<double> gain(static_cast<size_t>(G * G));
   std::vector<float> th(static_cast<size_t>(G * rows));
   double current = out.kept;
-  const double eps = 1e-12 * std::max(1.0, std::abs(current));
   for (int sweep = 0; sweep < 64; ++sweep) {
-    bool improved = false;
+    const double sweep_start = current;
     for (int t = 0; t < M; ++t) {
       // The threshold of every group and row without the group's position-t column.
       parallel_for(G, 1, [&](int64_t g0, int64_t g1) {
@@ -155,13 +154,16 @@ ChannelSearch search_channel_order(const float* scores, int64_t rows, int64_t K,
           const float* s = &st[static_cast<size_t>(out.perm[static_cast<size_t>(a * M + t)] * rows)];
           for (int64_t g = 0; g < G; ++g) {
             const float* h = &th[static_cast<size_t>(g * rows)];
-            double acc[4] = {0, 0, 0, 0};
+            // 16 float lane sums (vectorised), added in float64.
+            float acc[16] = {};
             int64_t r = 0;
-            for (; r + 4 <= rows; r += 4) {
-              for (int l = 0; l < 4; ++l) acc[l] += std::max(0.0f, s[r + l] - h[r + l]);
+            for (; r + 16 <= rows; r += 16) {
+              for (int l = 0; l < 16; ++l) acc[l] += std::max(0.0f, s[r + l] - h[r + l]);
             }
-            for (; r < rows; ++r) acc[0] += std::max(0.0f, s[r] - h[r]);
-            gain[static_cast<size_t>(a * G + g)] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+            for (; r < rows; ++r) acc[r % 16] += std::max(0.0f, s[r] - h[r]);
+            double total = 0;
+            for (float x : acc) total += x;
+            gain[static_cast<size_t>(a * G + g)] = total;
           }
         }
       });
@@ -171,7 +173,8 @@ ChannelSearch search_channel_order(const float* scores, int64_t rows, int64_t K,
         stay += gain[static_cast<size_t>(a * G + a)];
         moved += gain[static_cast<size_t>(a * G + assign[static_cast<size_t>(a)])];
       }
-      if (moved <= stay + eps) continue;
+      // Gains are float sums: a step must beat the current assignment by more than their rounding.
+      if (moved <= stay + 1e-6 * std::abs(stay)) continue;
       ChannelOrder next = out.perm;
       for (int64_t a = 0; a < G; ++a) {
         next[static_cast<size_t>(assign[static_cast<size_t>(a)] * M + t)] = out.perm[static_cast<size_t>(a * M + t)];
@@ -179,9 +182,10 @@ ChannelSearch search_channel_order(const float* scores, int64_t rows, int64_t K,
       out.perm = std::move(next);
       current += moved - stay;
       ++out.steps;
-      improved = true;
     }
-    if (!improved) break;
+    // The first sweep gains most (SmolLM2 ffn_down, magnitude 6:8: +0.66% kept, then +0.05%, +0.01%):
+    // a sweep that gains under 1e-4 of the total ends the search.
+    if (current - sweep_start <= 1e-4 * sweep_start) break;
   }
   // The figure reported is recomputed from the order, not the running sum of gains.
   out.kept = kept_importance(scores, rows, K, pattern, out.perm);
