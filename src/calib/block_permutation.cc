@@ -20,28 +20,37 @@ ChannelOrder output_columns(const LlamaParams& p, const ChannelOrder& value) {
   return cols;
 }
 
-Tensor permute_rows(const TensorView& w, const ChannelOrder& perm) {
-  Tensor src = w.dtype == DType::F32 ? Tensor::copy_of(w) : Tensor::from_f32(to_f32(w), w.shape);
-  if (perm.empty()) return src;
-  const int64_t rows = w.shape[0], K = w.shape[1];
-  Tensor out = Tensor::empty(DType::F32, w.shape);
-  const float* s = src.as<float>();
-  float* d = out.as<float>();
-  for (int64_t r = 0; r < rows; ++r) std::copy_n(s + perm[static_cast<size_t>(r)] * K, K, d + r * K);
-  return out;
+namespace {
+
+Tensor as_f32(const TensorView& w) {
+  return w.dtype == DType::F32 ? Tensor::copy_of(w) : Tensor::from_f32(to_f32(w), w.shape);
 }
 
-Tensor permute_columns(const TensorView& w, const ChannelOrder& perm) {
-  Tensor src = w.dtype == DType::F32 ? Tensor::copy_of(w) : Tensor::from_f32(to_f32(w), w.shape);
-  if (perm.empty()) return src;
+// dst[r][j] = w[row(r)][col(j)] for w [rows, K] as f32.
+template <class Row, class Col>
+Tensor gather(const TensorView& w, Row row, Col col) {
+  const Tensor src = as_f32(w);
   const int64_t rows = w.shape[0], K = w.shape[1];
   Tensor out = Tensor::empty(DType::F32, w.shape);
   const float* s = src.as<float>();
   float* d = out.as<float>();
   for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t j = 0; j < K; ++j) d[r * K + j] = s[r * K + perm[static_cast<size_t>(j)]];
+    const float* from = s + row(r) * K;
+    for (int64_t j = 0; j < K; ++j) d[r * K + j] = from[col(j)];
   }
   return out;
+}
+
+}  // namespace
+
+Tensor permute_rows(const TensorView& w, const ChannelOrder& perm) {
+  if (perm.empty()) return as_f32(w);
+  return gather(w, [&](int64_t r) { return int64_t{perm[static_cast<size_t>(r)]}; }, [](int64_t j) { return j; });
+}
+
+Tensor permute_columns(const TensorView& w, const ChannelOrder& perm) {
+  if (perm.empty()) return as_f32(w);
+  return gather(w, [](int64_t r) { return r; }, [&](int64_t j) { return int64_t{perm[static_cast<size_t>(j)]}; });
 }
 
 std::vector<double> permute_symmetric(std::vector<double> H, int64_t K, const ChannelOrder& perm) {
