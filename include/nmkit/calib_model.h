@@ -15,6 +15,7 @@
 #include "nmkit/metrics.h"
 #include "nmkit/model.h"
 #include "nmkit/pattern.h"
+#include "nmkit/permute.h"
 #include "nmkit/status.h"
 
 namespace nmkit {
@@ -53,10 +54,16 @@ struct CalibOptions {
   // Which block linears to prune, by GGUF name (blk.B.attn_q.weight); unset: all of them. The
   // others stay as they are (and are not in the report). Needs format Dense.
   std::function<bool(std::string_view name)> selected;
+  // Free channel permutations (docs/design.md 12.2): before a block is pruned, its feed-forward
+  // channels and each kv group's value channels are reordered so that the masks of ffn_down and
+  // attn_output keep the most importance (by the method's own score); the block computes the same
+  // function. Only a selected consumer (ffn_down, attn_output) is permuted for.
+  bool permute = false;
   // Called when block b (of n_layer) is done.
   std::function<void(int64_t b, int64_t n_layer)> on_block;
   // Where each block's pruned weights go as soon as the block is done: its 7 linears, f32
-  // dense-masked, under their GGUF names, in block_linear_names() order (a writer that streams the
+  // dense-masked, under their GGUF names, in block_linear_names() order, then, when `permute` moved
+  // the value channels of a family with a v bias, that bias (blk.B.attn_v.bias) (a writer that streams the
   // model out block by block, so no more than a block of pruned weights is ever held). The model
   // itself is repacked in `format` either way; it keeps them too only if built with
   // keep_dense_weights.
@@ -76,6 +83,17 @@ struct LinearReport {
   int64_t dead_inputs = 0;
 };
 
+// What a permutation (docs/design.md 12.2) gained for one consumer of a block: the importance its
+// mask keeps (the method's score, summed; attn_output: over its kv groups) in the original order and
+// in the chosen one.
+struct PermutationReport {
+  int64_t block = 0;
+  std::string name;  // blk.B.ffn_down.weight or blk.B.attn_output.weight
+  double identity_kept = 0, kept = 0;
+  int steps = 0;     // assignment steps that improved
+  ChannelOrder order;  // ffn_down: the ffn order; attn_output: the value order (BlockPermutation)
+};
+
 struct CalibTimes {  // seconds
   double forward = 0;   // embedding and block passes (statistics and pruned)
   double stats = 0;     // Hessian and norm accumulation in the hooks
@@ -84,11 +102,13 @@ struct CalibTimes {  // seconds
   double refit = 0;     // least-squares refit of the kept weights
   double error = 0;     // output errors
   double pack = 0;      // replacing the model's linears
+  double permute = 0;   // choosing and applying the free permutations
   double total = 0;
 };
 
 struct CalibReport {
   std::vector<LinearReport> linears;
+  std::vector<PermutationReport> permutations;  // CalibOptions::permute: per block, down then output
   CalibTimes seconds;
   int64_t n_seq = 0, seq_len = 0;
   int refit_steps = 0;

@@ -223,6 +223,12 @@ class LlamaModel {
   // Needs no kept dense weights (kept ones are replaced too).
   Status replace_block(int64_t b, const std::vector<TensorView>& weights, LinearFormat format,
                        std::optional<Pattern> pattern = std::nullopt);
+  // Block b's f32 vector of GGUF name `gguf` ("attn_v.bias"), without data when its family has none; an
+  // Error for a name no family has.
+  Result<TensorView> block_vector(int64_t b, std::string_view gguf) const;
+  // Replaces it by `value` (f32, the same shape): a channel permutation moves the v bias
+  // (docs/design.md 12.2).
+  Status replace_block_vector(int64_t b, std::string_view gguf, const TensorView& value);
   // Replaces block b's linear `name` by `weight` (f32 [rows, K], dense-masked) stored in `format`
   // (pattern: the one the weight complies with, for sparse24/nm/slid), in this model's weight dtype.
   // Needs options.keep_dense_weights (linears sharing an input are packed together).

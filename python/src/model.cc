@@ -210,8 +210,9 @@ scored. A text of fewer than 2 * ctx tokens raises nmkit.Error.)")
       "prune_model",
       [](const std::filesystem::path& src, const std::filesystem::path& out, const std::string& pattern,
          const std::string& method, std::optional<std::filesystem::path> calib, int64_t calib_seqs, int64_t calib_len,
-         int refit, const std::string& dtype, nb::object progress) {
+         int refit, const std::string& dtype, nb::object progress, bool permute) {
         CalibTextOptions options;
+        options.permute = permute;
         options.pattern = parse_pattern(pattern);
         options.method = unwrap(parse_calib_method(method));
         if (calib) options.text_path = calib->string();
@@ -238,13 +239,15 @@ scored. A text of fewer than 2 * ctx tokens raises nmkit.Error.)")
       },
       nb::arg("src"), nb::arg("out"), nb::arg("pattern"), nb::arg("method") = "sparsegpt",
       nb::arg("calib") = nb::none(), nb::arg("calib_seqs") = 64, nb::arg("calib_len") = 256, nb::arg("refit") = 0,
-      nb::arg("dtype") = "f32", nb::arg("progress") = nb::none(),
+      nb::arg("dtype") = "f32", nb::arg("progress") = nb::none(), nb::arg("permute") = false,
       R"(Prunes every attention and MLP linear of the model ``src`` (GGUF file or Hugging Face folder)
 to ``pattern`` with ``method`` ("magnitude", "wanda" or "sparsegpt", calibrated block by block on
 the UTF-8 text file ``calib``: calib_seqs sequences of calib_len tokens) and writes ``out`` by its
 form: OUT.gguf (GGUF source), a folder (Hugging Face layout), or OUT.safetensors (Hugging Face
 source), tensors in ``dtype`` (f32, f16, bf16) — exactly as `nmkit prune MODEL` does.
 progress(stage, done, total) is called per block ("prune") and per tensor written ("write").
+permute: reorder each block's feed-forward and value channels first so that the masks of down and
+output projections keep more (the model computes the same function; `nmkit prune --permute`).
 Atomic: on any error or Ctrl-C nothing is written.)");
 
   m.def(

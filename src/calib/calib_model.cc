@@ -8,7 +8,9 @@
 #include <memory>
 #include <optional>
 
+#include "calib/permute_choice.h"
 #include "core/stopwatch.h"
+#include "nmkit/permute.h"
 
 namespace nmkit {
 namespace {
@@ -24,6 +26,7 @@ struct GroupStats {
   std::vector<std::string> names;
   std::unique_ptr<InputStats> stats;        // norms (Wanda), Hessian (SparseGPT)
   std::unique_ptr<InputStats> error_stats;  // Wanda: Hessian of the first tokens, for the error
+  ChannelOrder order;  // the input's channels as the block's permutation reorders them (12.2)
 };
 
 // ||W - Wp||_F / ||W||_F.
@@ -92,6 +95,7 @@ struct ModelCalibrator::State {
   int64_t done = 0;
   CalibReport report;
   Clock::time_point started;
+  BlockPermutation perm;  // the current block's (docs/design.md 12.2)
 
   bool calibrated() const { return needs_calibration(options.method) || options.refit_steps > 0; }
   bool selected(int64_t b, const std::string& name) const {
@@ -104,6 +108,8 @@ struct ModelCalibrator::State {
     return o;
   }
   Status run_block();
+  Status choose_permutation(int64_t b, std::vector<GroupStats>& groups);
+  Status unselected_back(int64_t b, std::vector<Tensor>& weights) const;
   Status prune_linear(int64_t b, const std::string& name, const GroupStats* g, const std::vector<double>& H,
                       const InverseCholesky& factor, const AdmmFactor& admm, double chol_share, Tensor& out);
 };
@@ -125,6 +131,7 @@ Result<ModelCalibrator> ModelCalibrator::start(LlamaModel& model, std::vector<in
   s->report.seq_len = seq_len;
   s->report.refit_steps = s->options.refit_steps;
   if (s->options.format != CalibLinearFormat::Dense) s->packed_pattern = s->options.pattern;
+  if (s->options.permute) NMKIT_TRY(check_permutable(model.params()));
   if (s->options.selected && s->options.format != CalibLinearFormat::Dense) {
     // A block's linears are packed in one form: a linear left unpruned does not have the pattern.
     return Error("calibration: a selection of linears (CalibOptions::selected) needs the dense format");
@@ -170,7 +177,8 @@ Status ModelCalibrator::State::prune_linear(int64_t b, const std::string& name, 
   const std::string full = tensor_name(b, name);
   auto loaded = model->load_dense_weight(b, name);
   if (!loaded.ok()) return loaded.error();
-  const TensorView w = loaded->view();
+  const Tensor moved = permute_block_linear(model->params(), perm, name, std::move(*loaded));
+  const TensorView w = moved.view();
   LinearReport lr;
   lr.block = b;
   lr.name = full;
@@ -193,7 +201,13 @@ Status ModelCalibrator::State::prune_linear(int64_t b, const std::string& name, 
     lr.dead_inputs = r->dead_inputs;
     pruned = std::move(r->pruned);
   } else if (options.method == CalibMethod::Wanda) {
-    auto r = wanda_prune(w, g->stats->act_norms(), options.pattern, full);
+    std::vector<float> norms = g->stats->act_norms();
+    if (!g->order.empty()) {
+      std::vector<float> moved_norms(norms.size());
+      for (size_t k = 0; k < norms.size(); ++k) moved_norms[k] = norms[static_cast<size_t>(g->order[k])];
+      norms = std::move(moved_norms);
+    }
+    auto r = wanda_prune(w, norms, options.pattern, full);
     if (!r.ok()) return r.error();
     lr.sums = r->sums;
     lr.weight_relative_error = metrics_from(r->sums).relative_error;
@@ -244,14 +258,12 @@ Status ModelCalibrator::State::run_block() {
   const auto& linear_names = LlamaModel::block_linear_names();
   std::vector<Tensor> pruned(linear_names.size());
   const size_t first_report = report.linears.size();
+  perm = BlockPermutation{};
 
-  for (size_t i = 0; i < linear_names.size(); ++i) {  // those not selected go back as they are
-    if (selected(b, linear_names[i])) continue;
-    auto kept = model->load_dense_weight(b, linear_names[i]);
-    if (!kept.ok()) return kept.error();
-    pruned[i] = std::move(*kept);
-  }
   if (!calibrated()) {  // magnitude: no statistics, no pass
+    std::vector<GroupStats> none;
+    NMKIT_TRY(choose_permutation(b, none));
+    NMKIT_TRY(unselected_back(b, pruned));
     for (size_t i = 0; i < linear_names.size(); ++i) {
       if (selected(b, linear_names[i])) NMKIT_TRY(prune_linear(b, linear_names[i], nullptr, {}, {}, {}, 0, pruned[i]));
     }
@@ -274,7 +286,7 @@ Status ModelCalibrator::State::run_block() {
         if (existing.names == in.names) g = &existing;
       }
       if (g == nullptr) {
-        groups.push_back(GroupStats{in.names, std::make_unique<InputStats>(in.K, full_hessian), nullptr});
+        groups.push_back(GroupStats{in.names, std::make_unique<InputStats>(in.K, full_hessian), nullptr, {}});
         g = &groups.back();
         if (!full_hessian && options.output_error && options.wanda_error_tokens > 0) {
           g->error_stats = std::make_unique<InputStats>(in.K, true);
@@ -299,6 +311,8 @@ Status ModelCalibrator::State::run_block() {
       });
       if (!seen) return Error("calibration: block " + std::to_string(b) + " never ran linear " + name);
     }
+    NMKIT_TRY(choose_permutation(b, groups));
+    NMKIT_TRY(unselected_back(b, pruned));
     for (const GroupStats& g : groups) {
       if (std::none_of(g.names.begin(), g.names.end(), [&](const std::string& name) { return selected(b, name); })) {
         continue;  // no Hessian for a group left as it is
@@ -307,7 +321,7 @@ Status ModelCalibrator::State::run_block() {
       InverseCholesky factor;
       AdmmFactor admm;
       double chol_share = 0;
-      if (full_hessian) H = g.stats->hessian();
+      if (full_hessian) H = permute_symmetric(g.stats->hessian(), g.stats->K(), g.order);
       if (options.method == CalibMethod::SparseGpt) {
         const auto tc = Clock::now();
         auto f = inverse_cholesky(H.data(), g.stats->K(), options.sparsegpt.damping, tensor_name(b, g.names.front()));
@@ -325,7 +339,7 @@ Status ModelCalibrator::State::run_block() {
         times.cholesky += chol;
         chol_share = chol / static_cast<double>(g.names.size());
       } else if (g.error_stats) {
-        H = g.error_stats->hessian();
+        H = permute_symmetric(g.error_stats->hessian(), g.stats->K(), g.order);
       }
       for (const std::string& name : g.names) {
         if (!selected(b, name)) continue;
@@ -341,6 +355,16 @@ Status ModelCalibrator::State::run_block() {
   for (const Tensor& t : pruned) views.push_back(t.view());
   NMKIT_TRY(model->replace_block(b, views, options.format, packed_pattern));
   times.pack += seconds_since(tk);
+  std::optional<Tensor> moved_bias;  // the v bias follows v's rows (12.2)
+  if (!perm.value.empty()) {
+    auto bias = model->block_vector(b, "attn_v.bias");
+    if (!bias.ok()) return bias.error();
+    if (bias->data != nullptr && bias->shape.size() == 1) {
+      moved_bias = permute_rows(TensorView{DType::F32, {bias->numel(), 1}, bias->data}, perm.value);
+      const TensorView flat{DType::F32, {bias->numel()}, moved_bias->data()};
+      NMKIT_TRY(model->replace_block_vector(b, "attn_v.bias", flat));
+    }
+  }
   if (calibrated() && b + 1 < p.n_layer) {  // the pruned block gives the next one its inputs
     const auto t0 = Clock::now();
     NMKIT_TRY(model->run_block(b, hidden.data(), n_seq, seq_len));
@@ -360,8 +384,49 @@ Status ModelCalibrator::State::run_block() {
   if (options.on_pruned) {
     std::vector<NamedTensor> out;
     for (size_t i = 0; i < linear_names.size(); ++i) out.push_back({tensor_name(b, linear_names[i]), std::move(pruned[i])});
+    if (moved_bias) {
+      const int64_t n = moved_bias->numel();
+      out.push_back({"blk." + std::to_string(b) + ".attn_v.bias", Tensor::from_f32(std::vector<float>(moved_bias->as<float>(), moved_bias->as<float>() + n), {n})});
+    }
     NMKIT_TRY(options.on_pruned(b, std::move(out)));
   }
+  return ok_status();
+}
+
+// The linears not selected go back as they are, under the block's permutation.
+Status ModelCalibrator::State::unselected_back(int64_t b, std::vector<Tensor>& weights) const {
+  const auto& linear_names = LlamaModel::block_linear_names();
+  for (size_t i = 0; i < linear_names.size(); ++i) {
+    if (selected(b, linear_names[i])) continue;
+    auto kept = model->load_dense_weight(b, linear_names[i]);
+    if (!kept.ok()) return kept.error();
+    weights[i] = permute_block_linear(model->params(), perm, linear_names[i], std::move(*kept));
+  }
+  return ok_status();
+}
+
+// Block b's permutation (docs/design.md 12.2), chosen before any of its linears is pruned: the
+// consumers' input statistics (groups; none for magnitude) give the method's score, and the
+// consumers' groups take the order their inputs now come in.
+Status ModelCalibrator::State::choose_permutation(int64_t b, std::vector<GroupStats>& groups) {
+  if (!options.permute) return ok_status();
+  const auto t0 = Clock::now();
+  auto stats_of = [&](const std::string& name) -> const InputStats* {
+    for (const GroupStats& g : groups) {
+      if (std::find(g.names.begin(), g.names.end(), name) != g.names.end()) return g.stats.get();
+    }
+    return nullptr;
+  };
+  calib_detail::ConsumerStats down{selected(b, "ffn_down"), stats_of("ffn_down")};
+  calib_detail::ConsumerStats output{selected(b, "attn_output"), stats_of("attn_output")};
+  auto chosen = calib_detail::choose_block_permutation(*model, b, options, down, output, report.permutations);
+  if (!chosen.ok()) return chosen.error();
+  perm = std::move(*chosen);
+  for (GroupStats& g : groups) {
+    if (g.names == std::vector<std::string>{"ffn_down"}) g.order = perm.ffn;
+    if (g.names == std::vector<std::string>{"attn_output"}) g.order = output_columns(model->params(), perm.value);
+  }
+  report.seconds.permute += seconds_since(t0);
   return ok_status();
 }
 

@@ -29,10 +29,14 @@ CalibOptions calib_options(const CalibTextOptions& o) {
   options.output_error = o.output_error;
   options.on_block = o.on_block;
   options.selected = o.selected;
+  options.permute = o.permute;
   return options;
 }
 
 bool calibrated(const CalibTextOptions& o) { return needs_calibration(o.method) || o.refit_steps > 0; }
+// Whether prune_model_to builds the model and runs the calibrator: every calibrated method, and
+// magnitude with --permute (the permutation of a block is chosen before its linears are written).
+bool builds_model(const CalibTextOptions& o) { return calibrated(o) || o.permute; }
 
 // The calibration tokens (n_seq sequences of o.seq_len) of `o`'s text for a model of `params`, the
 // text's path and size in `run`; none for a method that needs no text.
@@ -132,7 +136,7 @@ struct PruneStream {
   const ModelSource* source = nullptr;
   CalibTextOptions options;
   std::function<Status(const CalibRun&)> before_commit;
-  std::optional<ModelCalibrator> calibrator;  // wanda, sparsegpt, refit; else magnitude from the file
+  std::optional<ModelCalibrator> calibrator;  // wanda, sparsegpt, refit, permute; else magnitude from the file
   std::map<std::string, Tensor> ready;        // pruned linears not yet written (blocks pulled ahead)
   std::vector<int> linears_out;               // magnitude: linears handed out per block
   int64_t blocks_out = 0;
@@ -210,7 +214,18 @@ Result<Tensor> PruneStream::load(const std::string& name) {
     if (t.ok()) NMKIT_TRY(check_finite_values(*t, name));
     return t;
   }
-  if (!linear) return source->load_f32(name);
+  // With permute, a v bias follows its block's value order (docs/design.md 12.2): it comes from the
+  // calibrator, which hands it with the block's linears when it moved.
+  const bool moved_vector = options.permute && name.starts_with("blk.") && name.ends_with(".attn_v.bias");
+  if (!linear && !moved_vector) return source->load_f32(name);
+  if (moved_vector) {
+    const int64_t b = std::stoll(name.substr(4, name.find('.', 4) - 4));
+    while (calibrator->blocks_done() <= b && !ready.contains(name)) {
+      NMKIT_TRY(calibrator->next_block());
+      if (calibrator->done()) NMKIT_TRY(finish());
+    }
+    if (!ready.contains(name)) return source->load_f32(name);  // the block's values did not move
+  }
   // The calibrator runs on until the block holding `name` is done; blocks it passes wait here.
   while (!ready.contains(name)) {
     if (calibrator->done()) return Error("tensor '" + name + "' was already written");
@@ -253,12 +268,12 @@ Result<CalibRun> prune_model_to(const std::string& input, const std::string& out
   stream.before_commit = before_commit;
   stream.linears_out.assign(static_cast<size_t>(source->params().n_layer), 0);
   std::optional<LlamaModel> model;  // declared before the calibrator that points at it
-  if (Status st = calibrated(options) ? ok_status() : check_stream_memory(*source, dtype); !st.ok()) {
+  if (Status st = builds_model(options) ? ok_status() : check_stream_memory(*source, dtype); !st.ok()) {
     return st.error().with_context(input + ": ");
   }
-  if (calibrated(options)) {
+  if (builds_model(options)) {
     auto tokenizer = load_tokenizer(*source);
-    if (!tokenizer.ok()) return tokenizer.error();
+    if (!tokenizer.ok() && calibrated(options)) return tokenizer.error();
     ModelOptions model_options;
     model_options.weights = options.pass_weights.value_or(forward_dtype(*source));
     auto built = LlamaModel::build(source->params(), source->tensors(), model_options);
@@ -266,7 +281,8 @@ Result<CalibRun> prune_model_to(const std::string& input, const std::string& out
     model.emplace(std::move(*built));
     std::vector<int32_t> tokens;
     int64_t n_seq = 0;
-    NMKIT_TRY(calibration_tokens(model->params(), &*tokenizer, options, stream.run, tokens, n_seq));
+    NMKIT_TRY(calibration_tokens(model->params(), tokenizer.ok() ? &*tokenizer : nullptr, options, stream.run, tokens,
+                                 n_seq));
     CalibOptions calib = calib_options(options);
     calib.on_pruned = [&stream](int64_t, std::vector<NamedTensor> pruned) -> Status {
       for (NamedTensor& t : pruned) stream.ready.emplace(std::move(t.name), std::move(t.tensor));

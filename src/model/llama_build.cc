@@ -639,6 +639,26 @@ Status LlamaModel::replace_block(int64_t b, const std::vector<TensorView>& weigh
   return ok_status();
 }
 
+Result<TensorView> LlamaModel::block_vector(int64_t b, std::string_view gguf) const {
+  NMKIT_TRY(impl_->check_linear(b, "attn_q"));
+  const Tensor* v = impl_->blocks[static_cast<size_t>(b)].vector(gguf);
+  if (v == nullptr) return Error("model: no block vector '" + std::string(gguf) + "'");
+  return v->view();
+}
+
+Status LlamaModel::replace_block_vector(int64_t b, std::string_view gguf, const TensorView& value) {
+  NMKIT_TRY(impl_->check_linear(b, "attn_q"));
+  Tensor* v = impl_->blocks[static_cast<size_t>(b)].vector(gguf);
+  if (v == nullptr) return Error("model: no block vector '" + std::string(gguf) + "'");
+  if (value.dtype != DType::F32 || value.shape != v->shape()) {
+    return Error("blk." + std::to_string(b) + "." + std::string(gguf) + ": replacement " +
+                 std::string(dtype_name(value.dtype)) + " " +
+                 shape_str(value.shape) + " does not match F32 " + shape_str(v->shape()));
+  }
+  *v = Tensor::copy_of(value);
+  return ok_status();
+}
+
 Status LlamaModel::replace_linear(int64_t b, std::string_view name, const TensorView& weight,
                                   LinearFormat format, std::optional<Pattern> pattern) {
   NMKIT_TRY(impl_->check_linear(b, name));

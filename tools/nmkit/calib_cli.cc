@@ -19,6 +19,10 @@ void add_calib_flags(CLI::App& app, CalibFlags& flags) {
                  "After wanda/sparsegpt/admm, refit the kept weights by least squares on the calibration "
                  "inputs: conjugate-gradient steps per linear (0: off)")
       ->capture_default_str();
+  app.add_flag("--permute", flags.permute,
+               "Before pruning a block, reorder its feed-forward channels and each kv group's value channels "
+               "so that the masks of ffn_down and attn_output keep the most importance (the model computes "
+               "the same function; docs/design.md 12.2)");
 }
 
 Result<std::string> calibration_text_path(const std::string& flag) {
@@ -46,6 +50,7 @@ Result<CalibTextOptions> calib_text_options(Pattern pattern, CalibMethod method,
   options.n_seq = flags.seqs;
   options.seq_len = flags.len;
   options.refit_steps = flags.refit;
+  options.permute = flags.permute;
   options.format = format;
   if (needs_calibration(method) || flags.refit > 0) {
     auto path = calibration_text_path(flags.calib);
@@ -101,19 +106,27 @@ nlohmann::json calib_report_json(const CalibRun& run, Pattern pattern, CalibMeth
   }
   const PruneMetrics tm = metrics_from(total);
   const CalibTimes& t = r.seconds;
+  json permutations = json::array();
+  for (const PermutationReport& p : r.permutations) {
+    permutations.push_back({{"name", p.name}, {"block", p.block}, {"identity_kept", p.identity_kept},
+                            {"kept", p.kept}, {"steps", p.steps}});
+  }
   return json{{"pattern", pattern.str()},
               {"method", calib_method_name(method)},
               {"calibration",
                {{"text", run.text_path}, {"text_tokens", run.text_tokens}, {"sequences", r.n_seq},
-                {"sequence_length", r.seq_len}, {"refit_steps", r.refit_steps}}},
+                {"sequence_length", r.seq_len}, {"refit_steps", r.refit_steps},
+                {"permute", !r.permutations.empty()}}},
               {"seconds",
                {{"total", t.total}, {"forward", t.forward}, {"statistics", t.stats}, {"cholesky", t.cholesky},
-                {"prune", t.prune}, {"refit", t.refit}, {"output_error", t.error}, {"pack", t.pack}}},
+                {"prune", t.prune}, {"refit", t.refit}, {"output_error", t.error}, {"pack", t.pack},
+                {"permute", t.permute}}},
               {"total",
                {{"pruned_count", tm.pruned_count}, {"total_count", tm.total_count},
                 {"sparsity_percent", tm.sparsity_percent}, {"relative_error", tm.relative_error},
                 {"retained_l1", tm.retained_l1}}},
-              {"linears", linears}};
+              {"linears", linears},
+              {"permutations", permutations}};
 }
 
 std::string calib_summary(const CalibRun& run, Pattern pattern, CalibMethod method) {
@@ -124,6 +137,15 @@ std::string calib_summary(const CalibRun& run, Pattern pattern, CalibMethod meth
     what += fmt::format(" on {} x {} calibration tokens", r.n_seq, r.seq_len);
   }
   if (r.refit_steps > 0) what += fmt::format(", refit {} steps", r.refit_steps);
+  if (!r.permutations.empty()) {
+    double before = 0, after = 0;
+    for (const PermutationReport& p : r.permutations) {
+      before += p.identity_kept;
+      after += p.kept;
+    }
+    what += fmt::format(", permuted ({:.1f} s; kept importance of down/output x{:.4f})", t.permute,
+                        before > 0 ? after / before : 1.0);
+  }
   return fmt::format(
       "{}: {:.1f} s (forward {:.1f}, statistics {:.1f}, Cholesky {:.1f}, pruning {:.1f}, refit {:.1f}, "
       "output error {:.1f}, packing {:.1f})",

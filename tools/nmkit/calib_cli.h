@@ -26,6 +26,7 @@ struct CalibFlags {
   int64_t seqs = 64;
   int64_t len = 256;
   int refit = 0;      // CG steps of the least-squares refit of the kept weights (0: off)
+  bool permute = false;  // free channel permutations before pruning (docs/design.md 12.2)
 };
 void add_calib_flags(CLI::App& app, CalibFlags& flags);
 

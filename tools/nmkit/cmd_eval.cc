@@ -41,7 +41,7 @@ const bool registered = register_command({
         // wanda, sparsegpt and admm prune after the build, calibrated block by block (calib_cli.h).
         WeightFlags flags = args->weights;
         std::optional<CalibMethod> calibrated;
-        if (flags.method != "magnitude") {
+        if (flags.method != "magnitude" || args->calib.permute) {  // magnitude --permute: the calibrator's
           if (auto m = parse_calib_method(flags.method); m.ok()) {
             calibrated = *m;
             flags.method = "magnitude";

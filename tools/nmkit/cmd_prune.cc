@@ -79,6 +79,9 @@ int run(const PruneArgs& args) {
     return run_prune_model({args.input, args.output, args.pattern, args.method, args.format, args.report,
                             args.include, args.exclude, args.model});
   }
+  if (args.model.calib.permute) {  // a checkpoint's tensors are not known to form llama blocks
+    return report_error("--permute needs a model (GGUF file or Hugging Face folder), not a checkpoint: " + args.input);
+  }
   if (args.output.empty()) return report_error("-o: empty path");
   auto job = make_job(args);
   if (!job.ok()) return report_error(job.error());
