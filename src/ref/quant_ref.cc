@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "nmkit/status.h"
+// The E4M3 encoding rule (design.md 6) from its header: nmkit_ref links only core and format.
+#include "quant/quant_rules.h"
 
 namespace nmkit {
 namespace {
@@ -19,7 +21,7 @@ float round_half_even(float v) {
 
 uint8_t code_of(QuantType type, float product) {
   if (std::isnan(product)) return 0;  // 0 * inf: inv infinite for absmax below 2^-121
-  if (type == QuantType::E4M3) return f32_to_e4m3(product);
+  if (type == QuantType::E4M3) return quant_rules::e4m3_code(product);
   float v = product;
   if (v > 127.0f) v = 127.0f;
   if (v < -127.0f) v = -127.0f;
