@@ -26,19 +26,14 @@ Usage: prune_memory_bound.py --nmkit PATH/TO/nmkit
 """
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "model"))
+from scale_fixture import ROOT, fetched, make_scale_models, run_measured  # noqa: E402
 HIDDEN, HEADS, KV_HEADS, FF, BLOCKS = 1024, 16, 4, 4096, 4  # the `test` shape
 SEQS, LEN = 4, 128
 MIB = 1 << 20
-
-
-def fetched(script, *args):
-    r = subprocess.run(["bash", os.path.join(ROOT, "scripts", script), *args], cwd=ROOT, capture_output=True, text=True)
-    return r.stdout.strip().splitlines()[-1] if r.returncode == 0 and r.stdout.strip() else None
 
 
 def tensor_bytes(path):
@@ -51,13 +46,11 @@ def run_prune(nmkit, model, text, out_dir):
     out = os.path.join(out_dir, "pruned.gguf")
     cmd = [nmkit, "prune", model, "-o", out, "--pattern", "6:8", "--method", "wanda", "--calib", text,
            "--calib-seqs", str(SEQS), "--calib-len", str(LEN), "--dtype", "bf16", "--include", "attn_"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    _, _, usage = os.wait4(proc.pid, 0)
-    _, stderr = proc.communicate()
-    if proc.returncode not in (0, None) or not os.path.exists(out):
-        sys.exit(f"FAIL {' '.join(cmd)}: {stderr.decode().strip()}")
+    code, stderr, rss = run_measured(cmd)
+    if code not in (0, None) or not os.path.exists(out):
+        sys.exit(f"FAIL {' '.join(cmd)}: {stderr}")
     os.unlink(out)
-    return usage.ru_maxrss * 1024
+    return rss
 
 
 def main():
@@ -69,13 +62,9 @@ def main():
     if not tokenizer or not text:
         print("SKIP: SmolLM2 (its tokenizer) or the calibration text could not be fetched")
         return 0
-    models = {}
-    for shape in ("tiny", "test"):
-        r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "make_scale_model.py"), shape,
-                            "--tokenizer", os.path.join(ROOT, tokenizer)], cwd=ROOT, capture_output=True, text=True)
-        if r.returncode != 0:
-            sys.exit(f"FAIL make_scale_model.py {shape}: {r.stderr.strip()}")
-        models[shape] = os.path.join(ROOT, r.stdout.strip())
+    models, error = make_scale_models(tokenizer, ("tiny", "test"))
+    if error:
+        sys.exit(f"FAIL {error}")
     text = os.path.join(ROOT, text)
     kv = KV_HEADS * (HIDDEN // HEADS)
     block_weights = 2 * HIDDEN * HIDDEN + 2 * kv * HIDDEN + 3 * FF * HIDDEN

@@ -20,11 +20,10 @@ Usage: memory_bound.py --nmkit PATH/TO/nmkit
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from scale_fixture import ROOT, fetched, make_scale_models, run_measured
 FORMS = [("f32", None, "dense"), ("f32", "2:4", "sparse24"), ("f32", "6:8", "nm"),
          ("bf16", None, "dense"), ("bf16", "2:4", "sparse24"), ("bf16", "6:8", "nm"),
          ("int8", None, "dense"), ("int8", "2:4", "sparse24"), ("int8", "6:8", "slid")]
@@ -37,11 +36,6 @@ CTX = 512
 MIB = 1 << 20
 
 
-def fetched(script, *args):
-    r = subprocess.run(["bash", os.path.join(ROOT, "scripts", script), *args], cwd=ROOT, capture_output=True, text=True)
-    return r.stdout.strip().splitlines()[-1] if r.returncode == 0 and r.stdout.strip() else None
-
-
 def run_eval(nmkit, model, text, form, out_dir):
     weights, pattern, fmt = form
     out = os.path.join(out_dir, "r.json")
@@ -49,15 +43,13 @@ def run_eval(nmkit, model, text, form, out_dir):
            "--format", fmt, "--json", out]
     if pattern:
         cmd += ["--pattern", pattern]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    _, _, usage = os.wait4(proc.pid, 0)
-    stdout, stderr = proc.communicate()
-    if proc.returncode not in (0, None) or not os.path.exists(out):
-        sys.exit(f"FAIL {' '.join(cmd)}: {stderr.decode().strip()}")
+    code, stderr, rss = run_measured(cmd)
+    if code not in (0, None) or not os.path.exists(out):
+        sys.exit(f"FAIL {' '.join(cmd)}: {stderr}")
     with open(out) as f:
         result = json.load(f)
     os.unlink(out)
-    return usage.ru_maxrss * 1024, result
+    return rss, result
 
 
 def main():
@@ -69,14 +61,10 @@ def main():
     if not tokenizer or not text:
         print("SKIP: SmolLM2 (its tokenizer) or the evaluation text could not be fetched")
         return 0
-    models = {}
-    for shape in ("tiny", "test"):
-        r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "make_scale_model.py"), shape,
-                            "--tokenizer", os.path.join(ROOT, tokenizer)], cwd=ROOT, capture_output=True, text=True)
-        if r.returncode != 0:  # the PyPI gguf package or numpy missing, say: reported as skipped
-            print(f"SKIP: scripts/make_scale_model.py {shape} could not make the model: {r.stderr.strip()[-300:]}")
-            return 0
-        models[shape] = os.path.join(ROOT, r.stdout.strip())
+    models, error = make_scale_models(tokenizer, ("tiny", "test"))
+    if error:  # the PyPI gguf package or numpy missing, say: reported as skipped
+        print(f"SKIP: could not make the model: {error}")
+        return 0
     text = os.path.join(ROOT, text)
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
