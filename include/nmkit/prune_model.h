@@ -34,8 +34,8 @@ struct CalibTextOptions {
   // CalibOptions::wanda_error_tokens: Wanda's output-error report costs a Hessian of these tokens.
   int64_t wanda_error_tokens = 2048;
   // prune_model_to only: the weights the calibration passes run with (F32, BF16 or I8; design.md 12);
-  // unset: the file's where it stores every block linear F32 or BF16 (read in place, no copy), else
-  // F32. The pruned weights come from the file's either way.
+  // unset: BF16 for Wanda, for the other methods the file's where it stores every block linear F32 or
+  // BF16 (read in place, no copy), else F32. The pruned weights come from the file's either way.
   std::optional<DType> pass_weights;
   CalibLinearFormat format = CalibLinearFormat::Dense;  // the form pruned linears take in the model
   bool permute = false;  // CalibOptions::permute (magnitude then builds the model as the others do)

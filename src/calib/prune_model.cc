@@ -130,6 +130,12 @@ DType forward_dtype(const ModelSource& source) {
   return common.value_or(DType::F32);
 }
 
+// docs/design.md 12: Wanda's passes default to bf16 weights (its statistics are sums of squares that
+// bf16 passes leave as good, at about 0.6x the time of f32 ones); the other methods' to the file's.
+DType pass_dtype(CalibMethod method, const ModelSource& source) {
+  return method == CalibMethod::Wanda ? DType::BF16 : forward_dtype(source);
+}
+
 // What the writer's loader hands out as it writes a pruned model: every tensor from the source but
 // the block linears, which come pruned, block by block (docs/design.md 12).
 struct PruneStream {
@@ -275,7 +281,7 @@ Result<CalibRun> prune_model_to(const std::string& input, const std::string& out
     auto tokenizer = load_tokenizer(*source);
     if (!tokenizer.ok() && calibrated(options)) return tokenizer.error();
     ModelOptions model_options;
-    model_options.weights = options.pass_weights.value_or(forward_dtype(*source));
+    model_options.weights = options.pass_weights.value_or(pass_dtype(options.method, *source));
     auto built = LlamaModel::build(source->params(), source->tensors(), model_options);
     if (!built.ok()) return built.error().with_context(input + ": ");
     model.emplace(std::move(*built));

@@ -24,9 +24,9 @@ void add_model_prune_flags(CLI::App& app, ModelPruneFlags& flags) {
   add_calib_flags(app, flags.calib);
   app.add_option("--dtype", flags.dtype, "Model input: tensor dtype written (f32, f16, bf16)")->capture_default_str();
   app.add_option("--calib-weights", flags.pass_weights,
-                 "Model input: weights the calibration passes run with (f32, bf16 or int8; default: the "
-                 "file's where it stores them f32 or bf16, read in place, else f32); the pruned weights "
-                 "come from the file's either way");
+                 "Model input: weights the calibration passes run with (f32, bf16 or int8; default: bf16 "
+                 "for wanda, else the file's where it stores them f32 or bf16, read in place, else f32); "
+                 "the pruned weights come from the file's either way");
 }
 
 bool is_model_source(const std::string& path) {
