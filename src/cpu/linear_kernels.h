@@ -150,6 +150,9 @@ struct LinearKernels {
   LinearFn nm_f32_slabs = nullptr;
   LinearFn nm_bf16_slabs = nullptr;
   LinearFn nm_bf16x_slabs = nullptr;
+  // nm bf16 weights times bf16 activations for a few tokens (vpexpandw and vdpbf16ps, 32 K per
+  // step; src/cpu/avx512/linear_nm_bf16x_avx512.cc), or null.
+  LinearFn nm_bf16x = nullptr;
   // nm rows expanded into a dense tile with the tier's expansion (null: the portable decompress_block).
   TileFn nm_tile_f32 = nullptr;
   TileFn nm_tile_bf16 = nullptr;
@@ -178,6 +181,7 @@ void fill_linear(LinearKernels& slots);
 void fill_linear_nm(LinearKernels& slots);  // picks the VPOPCNTDQ form when the CPU has it
 void fill_linear_nm_table(LinearKernels& slots);    // lane ranks from a table (any AVX-512 tier CPU)
 void fill_linear_nm_vpopcnt(LinearKernels& slots);  // lane ranks from vpopcntd (needs VPOPCNTDQ)
+void fill_linear_nm_bf16x(LinearKernels& slots);    // nm bf16 x bf16 for a few tokens (vpexpandw)
 void fill_linear_int8(LinearKernels& slots);
 void fill_linear_token_lanes(LinearKernels& slots);  // sparse24 f32/bf16 on token lanes
 uint64_t read_stream(const std::byte* p, size_t bytes, size_t row_bytes);

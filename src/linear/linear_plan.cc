@@ -227,7 +227,8 @@ LinearPlan plan_for(const LinearLayer& layer, int64_t M) {
       const cpu::LinearFn slabs = bf16_pairs ? kernels.nm_bf16x_slabs
                                   : plan.dtype == DType::F32 ? kernels.nm_f32_slabs
                                                              : kernels.nm_bf16_slabs;
-      if (slabs != nullptr) plan.route = M >= kSlabTokens ? Route::Slabs : Route::Rows;
+      if (bf16_pairs && kernels.nm_bf16x != nullptr && M < kSlabTokens) plan.route = Route::Bf16Pairs;
+      else if (slabs != nullptr) plan.route = M >= kSlabTokens ? Route::Slabs : Route::Rows;
       else plan.route = M >= kTileTokens ? Route::Tiles : Route::Rows;
       break;
     }
@@ -241,7 +242,7 @@ cpu::LinearFn plan_kernel(const LinearPlan& plan, const PackedLinear& w) {
   switch (plan.route) {
     case Route::Rows: return cpu::linear_kernel_for(k, w.kind, w.dtype);
     case Route::TokenLanes: return token_lanes_kernel(k, w.dtype);
-    case Route::Bf16Pairs: return k.sparse24_bf16x;
+    case Route::Bf16Pairs: return w.kind == WeightFormat::NM ? k.nm_bf16x : k.sparse24_bf16x;
     case Route::Slabs:
       return bf16_pairs ? k.nm_bf16x_slabs : w.dtype == DType::F32 ? k.nm_f32_slabs : k.nm_bf16_slabs;
     case Route::Tiles: return w.dtype == DType::I8 ? k.dense_i8 : k.dense_f32;

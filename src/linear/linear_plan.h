@@ -25,7 +25,7 @@ struct LinearLayer {
 enum class Route {
   Rows,        // the tier's kernel over row blocks: weights streamed once per block of tokens
   TokenLanes,  // sparse24 f32/bf16: X transposed to 16-token lanes, one FMA per kept value
-  Bf16Pairs,   // sparse24 bf16 weights times bf16 activations, vdpbf16ps over pairs
+  Bf16Pairs,   // sparse24 or nm bf16 weights times bf16 activations, vdpbf16ps over pairs
   Slabs,       // nm: each K slab of a row block expanded once for all the call's tokens
   Tiles,       // row blocks decompressed into dense 4-row tiles, the dense micro-kernel on each
   Onednn,      // oneDNN's GEMM on dense rows: a dense weight's own, or panels decompressed into scratch

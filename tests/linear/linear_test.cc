@@ -263,6 +263,13 @@ TEST(Linear, ReportsBytesAndRatios) {
     // Many tokens: tiles decompressed from the one slid form, under the dense kernel.
     EXPECT_EQ(own_layer->kernel_name(64), "avx512 nm6:8 bf16 as slid tiles");
     EXPECT_EQ(own_layer->bytes_streamed(64), own_layer->bytes_streamed(1));
+    // bf16 activations keep the bitmask records, run by vpexpandw and vdpbf16ps at a few tokens.
+    LinearOptions bf16x;
+    bf16x.bf16_activations = true;
+    auto pairs = SparseLinear::nm(*nm, bf16x);
+    ASSERT_TRUE(pairs.ok());
+    EXPECT_EQ(pairs->kernel_name(1), "avx512 nm6:8 bf16 (bf16 x)");
+    EXPECT_DOUBLE_EQ(pairs->byte_ratio(), 16.0 / 13.0);
   }
   // Every route streams the packed form: oneDNN's GEMM runs on the weight's own rows (dense) or on
   // panels decompressed from it (nm), never on a copy.
@@ -574,9 +581,12 @@ TEST(Linear, Bf16ActivationsMatchReference) {
   options.bf16_activations = true;
   uint64_t seed = 9000;
   for (const auto& s : shapes()) {
-    for (int form = 0; form < 3; ++form) {
+    // Forms 2-5: nm patterns whose superchunk (lcm(group, 32)) holds one or several 32-bit mask
+    // words of the bf16 x bf16 kernel, groups dividing 32 and not.
+    const std::vector<Pattern> nm_patterns{{6, 8}, {3, 7}, {5, 16}, {1, 4}};
+    for (int form = 0; form < 6; ++form) {
       ++seed;
-      const Pattern pattern = form == 2 ? Pattern{6, 8} : Pattern{2, 4};
+      const Pattern pattern = form >= 2 ? nm_patterns[static_cast<size_t>(form - 2)] : Pattern{2, 4};
       const DType dtype = form == 1 ? DType::F32 : DType::BF16;
       const std::string what = describe(s) + " form=" + std::to_string(form) + " " + seed_trace(seed);
       SCOPED_TRACE(what);

@@ -78,6 +78,7 @@ void fill_linear_nm(LinearKernels& slots) {
   // table lookups (src/cpu/avx512/linear_nm_vpopcnt_avx512.cc).
   if (__builtin_cpu_supports("avx512vpopcntdq")) fill_linear_nm_vpopcnt(slots);
   else fill_linear_nm_table(slots);
+  fill_linear_nm_bf16x(slots);
 }
 
 void fill_linear_nm_table(LinearKernels& slots) { fill_nm_slots<TableExpand>(slots); }
