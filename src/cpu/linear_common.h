@@ -16,6 +16,15 @@ inline int sparse24_position(uint32_t word, int j) {
   return 4 * (j >> 1) + static_cast<int>((word >> (2 * j)) & 3u);
 }
 
+// The packed records of a row block stream sequentially, but the sparse kernels spend many
+// operations on each 64 bytes, so the hardware prefetcher alone leaves memory idle while they
+// compute: each step fetches the bytes it will read 4 KiB ahead (docs/data.md "Prefetching the
+// sparse kernels": 2:4 at one token 1.0-1.16x dense without it, 1.4-1.7x with).
+inline void prefetch_ahead(const void* step, int64_t step_bytes) {
+  const auto* ahead = static_cast<const char*>(step) + 4096;
+  for (int64_t off = 0; off < step_bytes; off += 64) __builtin_prefetch(ahead + off, 0, 3);
+}
+
 // Row `row` of a dense weight (cpu/linear_kernels.h RowPart). Rows past the weight's last (the
 // padding of its last row block) read the last row: their products are computed and never stored.
 template <class T>

@@ -101,6 +101,7 @@ void sparse24_block(const LinearCall& call, int64_t b, int64_t m0) {
   __m512 acc[Mc][kLinearRowBlock];
   for (auto& row : acc) for (auto& a : row) a = _mm512_setzero_ps();
   for (int64_t c = 0; c < chunks; ++c) {
+    prefetch_ahead(values + c * kLinearRowBlock * 16, kLinearRowBlock * 16 * int64_t{sizeof(T)});
     __m512 xa[Mc], xb[Mc];
     for (int m = 0; m < Mc; ++m) {
       xa[m] = _mm512_loadu_ps(x + m * w.K_x + c * kLinearChunk);
@@ -139,6 +140,7 @@ void sparse24_bf16x_block(const LinearCall& call, int64_t b, int64_t m0) {
   __m512 acc[Mc][kLinearRowBlock];
   for (auto& row : acc) for (auto& a : row) a = _mm512_setzero_ps();
   for (int64_t c = 0; c < chunks; c += 2) {
+    prefetch_ahead(values + c * kLinearRowBlock * 16, 2 * kLinearRowBlock * 16 * 2);
     __m512i xa[Mc], xb[Mc];
     for (int m = 0; m < Mc; ++m) {
       xa[m] = _mm512_loadu_si512(x + m * w.K_x + c * kLinearChunk);

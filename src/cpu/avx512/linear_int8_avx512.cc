@@ -105,6 +105,7 @@ void sparse24_block(const LinearCall& call, int64_t b, int64_t m0) {
   __m512i acc[Mc][kLinearRowBlock];
   for (auto& row : acc) for (auto& a : row) a = _mm512_setzero_si512();
   for (int64_t c = 0; c < chunks; ++c) {
+    prefetch_ahead(values + c * kLinearRowBlock * 64, kLinearRowBlock * 64);
     __m512i xa[Mc], xb[Mc];
     for (int m = 0; m < Mc; ++m) {
       xa[m] = _mm512_xor_si512(_mm512_loadu_si512(x + m * w.K_x + c * kLinearChunkInt8), sign);
@@ -164,6 +165,7 @@ void nm_block(const LinearCall& call, int64_t b, int64_t m0) {
       v[r] = w.values.as<int8_t>() + record * w.value_stride;
       bits[r] = w.meta.as<uint8_t>() + record * w.mask_stride;
     }
+    prefetch_ahead(v[0], kLinearRowBlock * w.value_stride);
     for (int64_t s = 0; s < steps; ++s) {
       __m512i xs[Mc];
       for (int m = 0; m < Mc; ++m) {

@@ -41,11 +41,7 @@ void nm_block(const LinearCall& call, int64_t b, int64_t m0, const Expand& expan
       v[r] = w.values.as<T>() + record * w.value_stride;
       bits[r] = reinterpret_cast<const uint16_t*>(w.meta.as<uint8_t>() + record * w.mask_stride);
     }
-    // The block's values stream sequentially, but each 64 bytes take many operations here, so the
-    // hardware prefetcher alone leaves memory idle while the kernel computes: fetch 4 KiB ahead.
-    const auto* ahead = reinterpret_cast<const char*>(v[0]) + 4096;
-    const int64_t record_bytes = kLinearRowBlock * w.value_stride * static_cast<int64_t>(sizeof(T));
-    for (int64_t off = 0; off < record_bytes; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
+    prefetch_ahead(v[0], kLinearRowBlock * w.value_stride * static_cast<int64_t>(sizeof(T)));
     const float* xc = x + c * w.superchunk;
     for (int64_t s = 0; s < w.superchunk / 16; ++s) {
       __m512 xs[Mc];

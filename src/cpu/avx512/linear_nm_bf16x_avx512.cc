@@ -36,10 +36,7 @@ void nm_bf16x_block(const LinearCall& call, int64_t b, int64_t m0) {
       v[r] = w.values.as<uint16_t>() + record * w.value_stride;
       bits[r] = w.meta.as<uint8_t>() + record * w.mask_stride;
     }
-    // As the f32-activation nm kernels do (linear_nm-inl.h): fetch 4 KiB ahead of the block's values.
-    const auto* ahead = reinterpret_cast<const char*>(v[0]) + 4096;
-    const int64_t record_bytes = kLinearRowBlock * w.value_stride * 2;
-    for (int64_t off = 0; off < record_bytes; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
+    prefetch_ahead(v[0], kLinearRowBlock * w.value_stride * 2);
     const uint16_t* xc = x + c * w.superchunk;
     for (int64_t s = 0; s < steps; ++s) {
       __m512i xs[Mc];
