@@ -9,6 +9,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -86,6 +88,8 @@ TEST_P(PruneStream, WritesWhatTheWholeModelPathWrote) {
   o.text_path = text;
   o.n_seq = 3;
   o.seq_len = 16;
+  // The whole-model path calibrates in f32; Wanda's streamed passes default to bf16 (design.md 12).
+  o.pass_weights = DType::F32;
   std::vector<int64_t> blocks;
   o.on_block = [&blocks](int64_t b, int64_t) { blocks.push_back(b); };
   const std::string suffix = hf ? "/" : ".gguf";
@@ -139,6 +143,45 @@ INSTANTIATE_TEST_SUITE_P(Methods, PruneStream,
                          ::testing::Combine(::testing::Values(CalibMethod::Magnitude, CalibMethod::Wanda,
                                                               CalibMethod::SparseGpt),
                                             ::testing::Bool(), ::testing::Bool()));
+
+// design.md 12: unset, Wanda's passes run in bf16 on an F32 file (the output equals the explicit
+// bf16 run's byte for byte and differs from the f32 run's); SparseGPT's in the file's f32.
+TEST(PruneStreamDefaults, WandaPassesDefaultToBf16) {
+  const fs::path dir = fs::temp_directory_path() / ("nmkit_prune_defaults_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string model = (dir / "tiny.gguf").string();
+  write_tiny_gguf(model, params());
+  const std::string text = (dir / "calib.txt").string();
+  {
+    std::mt19937_64 rng(12);
+    std::uniform_int_distribution<int> c(0x21, 0x5C), space(0, 5);
+    std::ofstream out(text);
+    for (int i = 0; i < 600; ++i) out << (space(rng) == 0 ? ' ' : static_cast<char>(c(rng)));
+  }
+  for (CalibMethod method : {CalibMethod::Wanda, CalibMethod::SparseGpt}) {
+    std::map<std::string, std::string> bytes;
+    for (const auto& [name, pass] : std::vector<std::pair<std::string, std::optional<DType>>>{
+             {"default", std::nullopt}, {"bf16", DType::BF16}, {"f32", DType::F32}}) {
+      CalibTextOptions o;
+      o.method = method;
+      o.pattern = *Pattern::parse("2:4");
+      o.text_path = text;
+      o.n_seq = 3;
+      o.seq_len = 16;
+      o.pass_weights = pass;
+      const fs::path out = dir / (name + ".gguf");
+      auto got = prune_model_to(model, out.string(), o, DType::F32);
+      ASSERT_TRUE(got.ok()) << got.error().message();
+      bytes[name] = file_bytes(out);
+    }
+    const std::string same_as = method == CalibMethod::Wanda ? "bf16" : "f32";
+    const std::string other = method == CalibMethod::Wanda ? "f32" : "bf16";
+    EXPECT_TRUE(bytes["default"] == bytes[same_as]) << calib_method_name(method) << " default != " << same_as;
+    EXPECT_FALSE(bytes["default"] == bytes[other]) << calib_method_name(method) << " default == " << other;
+  }
+  fs::remove_all(dir);
+}
 
 // An error from the pruning itself (a text shorter than a sequence, a weight that is not finite)
 // comes back as itself, and nothing is written.
