@@ -5,13 +5,6 @@ function(nmkit_warnings target)
                          -Wconversion -Wno-sign-conversion $<$<BOOL:${NMKIT_WERROR}>:-Werror>>)
 endfunction()
 
-# nmkit_unity(target): a library module compiled as unity batches where NMKIT_UNITY_LIBS says so.
-function(nmkit_unity target)
-  if(NMKIT_UNITY_LIBS)
-    set_target_properties(${target} PROPERTIES UNITY_BUILD ON)
-  endif()
-endfunction()
-
 include(GNUInstallDirs)
 
 # nmkit_module(name DEPS ...): static library nmkit_<name> from src/<name>/*.cc.
@@ -28,7 +21,6 @@ function(nmkit_module name)
                              $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}> PRIVATE ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(nmkit_${name} PUBLIC ${ARG_DEPS})
   nmkit_warnings(nmkit_${name})
-  nmkit_unity(nmkit_${name})
 endfunction()
 
 # nmkit_test(name DEPS ...): GoogleTest executable nmkit_test_<name> from tests/<name>/*.cc plus the
