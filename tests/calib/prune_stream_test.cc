@@ -69,19 +69,21 @@ class PruneStream : public ::testing::TestWithParam<Case> {
   fs::path dir_;
 };
 
+// A calibration text in the tiny vocabulary: 600 of its 60 printable bytes and the space.
+void write_calib_text(const std::string& path, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> c(0x21, 0x5C), space(0, 5);
+  std::ofstream out(path);
+  for (int i = 0; i < 600; ++i) out << (space(rng) == 0 ? ' ' : static_cast<char>(c(rng)));
+}
+
 TEST_P(PruneStream, WritesWhatTheWholeModelPathWrote) {
   const auto [method, hf, backwards] = GetParam();
   const LlamaParams p = params();
   const std::string model = (dir_ / "tiny.gguf").string();
   write_tiny_gguf(model, p, "gpt2", backwards);
-  // A text in the tiny vocabulary: 60 printable bytes and the space.
   const std::string text = (dir_ / "calib.txt").string();
-  {
-    std::mt19937_64 rng(11);
-    std::uniform_int_distribution<int> c(0x21, 0x5C), space(0, 5);
-    std::ofstream out(text);
-    for (int i = 0; i < 600; ++i) out << (space(rng) == 0 ? ' ' : static_cast<char>(c(rng)));
-  }
+  write_calib_text(text, 11);
   CalibTextOptions o;
   o.method = method;
   o.pattern = *Pattern::parse("2:4");
@@ -153,12 +155,7 @@ TEST(PruneStreamDefaults, WandaPassesDefaultToBf16) {
   const std::string model = (dir / "tiny.gguf").string();
   write_tiny_gguf(model, params());
   const std::string text = (dir / "calib.txt").string();
-  {
-    std::mt19937_64 rng(12);
-    std::uniform_int_distribution<int> c(0x21, 0x5C), space(0, 5);
-    std::ofstream out(text);
-    for (int i = 0; i < 600; ++i) out << (space(rng) == 0 ? ' ' : static_cast<char>(c(rng)));
-  }
+  write_calib_text(text, 12);
   for (CalibMethod method : {CalibMethod::Wanda, CalibMethod::SparseGpt}) {
     std::map<std::string, std::string> bytes;
     for (const auto& [name, pass] : std::vector<std::pair<std::string, std::optional<DType>>>{
