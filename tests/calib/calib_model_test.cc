@@ -5,6 +5,7 @@
 // calibration inputs are one-line errors naming the layer or the text.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -89,6 +90,36 @@ bool same_bits(const TensorView& a, const TensorView& b) {
 }
 
 constexpr int64_t kSeqs = 3, kLen = 20;
+
+// design.md 12: run_block takes the sequences in groups of at most 2048 tokens. 60 sequences of 40
+// tokens run as groups of 51 and 9: every sequence comes out as it does alone (the linears may sum
+// in another order at another M, so within float rounding), and the hook sees every token once.
+TEST(CalibModel, RunBlockInGroupsEqualsOneSequenceAtATime) {
+  const auto tensors = tiny_tensors(tiny_params(), 21);
+  const LlamaModel model = build(tensors, false);
+  constexpr int64_t seqs = 60, len = 40;
+  const int64_t d = tiny_params().n_embd;
+  const std::vector<int32_t> tokens = random_tokens(seqs * len, 22);
+  std::vector<float> grouped(static_cast<size_t>(seqs * len * d));
+  ASSERT_TRUE(model.embed(tokens.data(), seqs * len, grouped.data()).ok());
+  std::vector<float> alone = grouped;
+  std::map<std::string, int64_t> seen;
+  int64_t calls = 0;
+  ASSERT_TRUE(model.run_block(0, grouped.data(), seqs, len, [&](const LinearInput& in) {
+                  seen[in.names.front()] += in.tokens;
+                  ++calls;
+                  return ok_status();
+                }).ok());
+  for (int64_t q = 0; q < seqs; ++q) ASSERT_TRUE(model.run_block(0, alone.data() + q * len * d, 1, len).ok());
+  double worst = 0;
+  for (size_t i = 0; i < grouped.size(); ++i) {
+    worst = std::max(worst, std::fabs(double(grouped[i]) - alone[i]) / (1.0 + std::fabs(double(alone[i]))));
+  }
+  EXPECT_LT(worst, 1e-5);
+  EXPECT_EQ(seen.size(), 4u);  // q/k/v, o, gate/up, down
+  for (const auto& [name, count] : seen) EXPECT_EQ(count, seqs * len) << name;
+  EXPECT_EQ(calls, 2 * 4);  // two groups
+}
 
 TEST(CalibModel, MagnitudeEqualsPerTensorPruningWithoutAnyPass) {
   const auto tensors = tiny_tensors(tiny_params(), 1);
