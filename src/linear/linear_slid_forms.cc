@@ -2,13 +2,17 @@
 
 #include <cstring>
 
+#include "cpu/kernel_table.h"
 #include "linear/linear_pack.h"
 #include "nmkit/slide.h"
 #include "nmkit/tensor.h"
 
 namespace nmkit::cpu {
 
-bool nm_runs_slid(Pattern pattern, IsaTier tier) {
+bool nm_runs_slid(Pattern pattern, IsaTier tier, DType dtype, bool bf16_activations) {
+  // bf16 weights with bf16 activations keep the nm records where the tier has their vdpbf16ps
+  // kernel (faster than the slid form at every token count measured, docs/data.md).
+  if (bf16_activations && dtype == DType::BF16 && kernels_for(tier).linear.nm_bf16x != nullptr) return false;
   // keep = 2N-2 fills every window; below it the 2:4 windows would store more slots than nm does.
   // Groups over 16 go to pack_nm, which refuses them.
   return tier >= IsaTier::Avx512 && pattern.group % 2 == 0 && pattern.group >= 6 && pattern.group <= 16 &&

@@ -16,8 +16,9 @@
 
 namespace nmkit::cpu {
 
-// Whether SparseLinear::nm packs `pattern` as slid 2:4 f32/bf16 on `tier` (keep = 2N-2, group <= 16).
-bool nm_runs_slid(Pattern pattern, IsaTier tier);
+// Whether SparseLinear::nm packs `pattern` as slid 2:4 f32/bf16 on `tier` (keep = 2N-2, group <= 16),
+// for weights of `dtype` (F32 or BF16) and the layer's activation type (docs/design.md 8.4).
+bool nm_runs_slid(Pattern pattern, IsaTier tier, DType dtype, bool bf16_activations);
 
 // An nm keep:2N weight (keep = 2N-2) slid onto 2:4 windows and packed as sparse24 over K_prime,
 // with its lifting map; kind Sparse24, `pattern` the nm pattern, K the nm weight's K.

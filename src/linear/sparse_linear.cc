@@ -139,11 +139,9 @@ Result<SparseLinear> SparseLinear::nm(const NMPacked& weight, const LinearOption
   }
   auto tier = choose_tier(options);
   if (!tier.ok()) return tier.error();
-  // docs/design.md 8: bf16 weights with bf16 activations keep the nm records where the tier has their
-  // vdpbf16ps kernel (faster than the slid form at every token count measured, docs/data.md).
-  const bool bf16_pairs = options.bf16_activations && weight.values.dtype() == DType::BF16 &&
-                          cpu::kernels_for(*tier).linear.nm_bf16x != nullptr;
-  if (!bf16_pairs && cpu::nm_runs_slid(weight.pattern, *tier)) return finish(cpu::pack_nm_as_slid(weight), options);
+  if (cpu::nm_runs_slid(weight.pattern, *tier, weight.dtype(), options.bf16_activations)) {
+    return finish(cpu::pack_nm_as_slid(weight), options);
+  }
   return finish(cpu::pack_nm(weight), options);
 }
 
