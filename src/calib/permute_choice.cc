@@ -42,29 +42,32 @@ std::string tensor_name(int64_t b, std::string_view linear) {
   return "blk." + std::to_string(b) + "." + std::string(linear) + ".weight";
 }
 
+// The method's scores of block b's consumer `linear` (ffn_down or attn_output), read from the file.
+Result<std::vector<float>> scores_of(const LlamaModel& model, int64_t b, std::string_view linear,
+                                     const CalibOptions& options, const InputStats* stats) {
+  auto w = model.load_dense_weight(b, std::string(linear));
+  if (!w.ok()) return w.error();
+  return consumer_scores(w->view(), options.method, stats, options.sparsegpt.damping, tensor_name(b, linear));
+}
+
 }  // namespace
 
 Result<BlockPermutation> choose_block_permutation(const LlamaModel& model, int64_t b, const CalibOptions& options,
                                                   ConsumerStats down, ConsumerStats output,
                                                   std::vector<PermutationReport>& report) {
   const LlamaParams& p = model.params();
-  const double damping = options.sparsegpt.damping;
   BlockPermutation perm;
   if (down.selected) {
-    auto w = model.load_dense_weight(b, "ffn_down");
-    if (!w.ok()) return w.error();
     const std::string name = tensor_name(b, "ffn_down");
-    auto s = consumer_scores(w->view(), options.method, down.stats, damping, name);
+    auto s = scores_of(model, b, "ffn_down", options, down.stats);
     if (!s.ok()) return s.error();
     ChannelSearch found = search_channel_order(s->data(), p.n_embd, p.n_ff, options.pattern);
     perm.ffn = std::move(found.perm);
     report.push_back({b, name, found.identity_kept, found.kept, found.steps, perm.ffn});
   }
   if (output.selected) {
-    auto w = model.load_dense_weight(b, "attn_output");
-    if (!w.ok()) return w.error();
     const std::string name = tensor_name(b, "attn_output");
-    auto s = consumer_scores(w->view(), options.method, output.stats, damping, name);
+    auto s = scores_of(model, b, "attn_output", options, output.stats);
     if (!s.ok()) return s.error();
     // Per kv group: the rows of every query head reading it stacked, [n_embd * per_kv, head_dim].
     const int64_t hd = p.head_dim(), per_kv = p.n_head / p.n_head_kv, K = p.n_head * hd;
