@@ -58,7 +58,8 @@ Result<CalibRun> prune_whole_model(const std::string& input, const std::string& 
 
 using Case = std::tuple<CalibMethod, bool /* Hugging Face folder */, bool /* blocks backwards */>;
 
-class PruneStream : public ::testing::TestWithParam<Case> {
+// A fresh folder per test (dir_), removed after it.
+class PruneFiles : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("nmkit_prune_stream_" + std::to_string(::getpid()));
@@ -68,6 +69,8 @@ class PruneStream : public ::testing::TestWithParam<Case> {
   void TearDown() override { fs::remove_all(dir_); }
   fs::path dir_;
 };
+
+class PruneStream : public PruneFiles, public ::testing::WithParamInterface<Case> {};
 
 // A calibration text in the tiny vocabulary: 600 of its 60 printable bytes and the space.
 void write_calib_text(const std::string& path, uint64_t seed) {
@@ -148,10 +151,8 @@ INSTANTIATE_TEST_SUITE_P(Methods, PruneStream,
 
 // design.md 12: unset, Wanda's passes run in bf16 on an F32 file (the output equals the explicit
 // bf16 run's byte for byte and differs from the f32 run's); SparseGPT's in the file's f32.
-TEST(PruneStreamDefaults, WandaPassesDefaultToBf16) {
-  const fs::path dir = fs::temp_directory_path() / ("nmkit_prune_defaults_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+TEST_F(PruneFiles, WandaPassesDefaultToBf16) {
+  const fs::path& dir = dir_;
   const std::string model = (dir / "tiny.gguf").string();
   write_tiny_gguf(model, params());
   const std::string text = (dir / "calib.txt").string();
@@ -177,15 +178,12 @@ TEST(PruneStreamDefaults, WandaPassesDefaultToBf16) {
     EXPECT_TRUE(bytes["default"] == bytes[same_as]) << calib_method_name(method) << " default != " << same_as;
     EXPECT_FALSE(bytes["default"] == bytes[other]) << calib_method_name(method) << " default == " << other;
   }
-  fs::remove_all(dir);
 }
 
 // An error from the pruning itself (a text shorter than a sequence, a weight that is not finite)
 // comes back as itself, and nothing is written.
-TEST(PruneStreamErrors, BeforeCommitErrorLeavesNothing) {
-  const fs::path dir = fs::temp_directory_path() / ("nmkit_prune_stream_err_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+TEST_F(PruneFiles, BeforeCommitErrorLeavesNothing) {
+  const fs::path& dir = dir_;
   const std::string model = (dir / "tiny.gguf").string();
   write_tiny_gguf(model, params());
   CalibTextOptions o;
@@ -196,7 +194,6 @@ TEST(PruneStreamErrors, BeforeCommitErrorLeavesNothing) {
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.error().message(), "report folder is gone");
   EXPECT_FALSE(fs::exists(dir / "out.gguf"));
-  fs::remove_all(dir);
 }
 
 }  // namespace
