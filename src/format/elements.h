@@ -64,6 +64,14 @@ inline uint64_t fill_positions(uint64_t nonzero, int count, int group, int keep)
   return chosen;
 }
 
+// The number of set bits, without a library call (std::popcount is one without -mpopcnt).
+inline int count_bits(uint64_t x) {
+  x = x - ((x >> 1) & 0x5555555555555555ull);
+  x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+  x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+  return static_cast<int>((x * 0x0101010101010101ull) >> 56);
+}
+
 // Bit j set when element j of the n real elements at `p` is non-zero; `count` gets their number
 // (counted here: without -mpopcnt, std::popcount is a library call).
 template <class E>
@@ -116,27 +124,55 @@ inline Error violation_error(std::string_view name, const Violation& v, Pattern 
                " non-zeros, more than pattern " + pattern.str() + " allows").classified(ErrorCode::InvalidValue);
 }
 
-// Runs scan(r0, r1, stop_row) over rows in parallel; scan returns the first violation of its rows
-// (in order) and may stop early once a row reaches stop_row. Returns the first violation overall.
-template <class Scan>
-std::optional<Violation> scan_rows(int64_t rows, int64_t K, const Scan& scan) {
+// Runs scan(r0, r1, stop_row) over rows in parallel; scan returns the first finding (a type with a
+// `row`) of its rows, in order, and may stop early once a row reaches stop_row. Returns the first
+// finding overall, in row-major order whatever the thread count.
+template <class Finding, class Scan>
+std::optional<Finding> first_in_rows(int64_t rows, int64_t K, const Scan& scan) {
   std::mutex mutex;
-  std::optional<Violation> first;
+  std::optional<Finding> first;
   std::atomic<int64_t> stop_row{rows};
   // No columns, no groups: nothing can violate, and [2^48, 0] must not loop over its rows.
   if (rows <= 0 || K <= 0) return first;
   // ~64K elements per grain: big enough to amortise the hand-off, small enough to balance.
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, K));
   parallel_for(rows, grain, [&](int64_t r0, int64_t r1) {
-    const std::optional<Violation> v = scan(r0, r1, stop_row);
+    std::optional<Finding> v = scan(r0, r1, stop_row);
     if (!v) return;
     std::lock_guard lock(mutex);
-    if (!first || v->row < first->row) first = v;
+    const int64_t row = v->row;
+    if (!first || row < first->row) first = std::move(v);
     int64_t cur = stop_row.load();
-    while (v->row < cur && !stop_row.compare_exchange_weak(cur, v->row)) {
+    while (row < cur && !stop_row.compare_exchange_weak(cur, row)) {
     }
   });
   return first;
+}
+
+template <class Scan>
+std::optional<Violation> scan_rows(int64_t rows, int64_t K, const Scan& scan) {
+  return first_in_rows<Violation>(rows, K, scan);
+}
+
+// A packed tensor's first invalid row and what is wrong with it (validate's row-parallel check).
+struct RowError {
+  int64_t row = 0;
+  std::string message;
+};
+
+// Runs check(r) -> std::optional<std::string> on every row in parallel; the message of the first
+// failing row, as an Error, or ok.
+template <class Check>
+Status check_rows(int64_t rows, int64_t K, const Check& check) {
+  const auto bad = first_in_rows<RowError>(
+      rows, K, [&](int64_t r0, int64_t r1, const std::atomic<int64_t>& stop) -> std::optional<RowError> {
+        for (int64_t r = r0; r < r1 && r < stop.load(std::memory_order_relaxed); ++r) {
+          if (std::optional<std::string> message = check(r)) return RowError{r, std::move(*message)};
+        }
+        return std::nullopt;
+      });
+  if (bad) return Error(bad->message);
+  return ok_status();
 }
 
 }  // namespace nmkit::format_detail

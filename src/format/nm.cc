@@ -130,33 +130,33 @@ Status validate(const NMPacked& packed, std::string_view name) {
   // Rows without groups have nothing to check: [2^48, 0] is valid at once, and the loop below runs
   // rows * K_pad <= 8 * mask bytes steps.
   if (groups == 0) return ok_status();
-  for (int64_t r = 0; r < rows; ++r) {
+  // Only groups reaching past K hold padding columns; the others need only their bit count.
+  const int64_t first_tail = K / p.group;
+  return format_detail::check_rows(rows, K_pad, [&](int64_t r) -> std::optional<std::string> {
     const uint8_t* mask = packed.mask.as<uint8_t>() + r * stride;
     const std::byte* vals = packed.values.data() + static_cast<size_t>(r * groups * p.keep) * es;
+    const auto at = [&](int64_t g) { return "row " + std::to_string(r) + ", group " + std::to_string(g); };
     for (int64_t g = 0; g < groups; ++g) {
-      int bits = 0;
-      for (int64_t k = g * p.group; k < (g + 1) * p.group; ++k) {
-        if (!mask_bit(mask, k)) continue;
-        if (bits < p.keep && k >= K &&
-            (format_detail::load_bits(vals + (g * p.keep + bits) * es, es) & mag) != 0) {
-          return Error(pre + "row " + std::to_string(r) + ", group " + std::to_string(g) +
-                       " stores a non-zero value at padding column " + std::to_string(k));
+      uint64_t bits = format_detail::read_bits(mask, stride, g * p.group, p.group);
+      const int count = format_detail::count_bits(bits);
+      for (int slot = 0; g >= first_tail && slot < p.keep && bits != 0; ++slot, bits &= bits - 1) {
+        const int64_t k = g * p.group + std::countr_zero(bits);
+        if (k >= K && (format_detail::load_bits(vals + (g * p.keep + slot) * es, es) & mag) != 0) {
+          return pre + at(g) + " stores a non-zero value at padding column " + std::to_string(k);
         }
-        ++bits;
       }
-      if (bits != p.keep) {
-        return Error(pre + "row " + std::to_string(r) + ", group " + std::to_string(g) + " has " +
-                     std::to_string(bits) + " mask bits set, expected " + std::to_string(p.keep));
+      if (count != p.keep) {
+        return pre + at(g) + " has " + std::to_string(count) + " mask bits set, expected " + std::to_string(p.keep);
       }
     }
     for (int64_t k = K_pad; k < stride * 8; ++k) {
       if (mask_bit(mask, k)) {
-        return Error(pre + "row " + std::to_string(r) + " has mask bit " + std::to_string(k) +
-                     " set beyond the padded width " + std::to_string(K_pad));
+        return pre + "row " + std::to_string(r) + " has mask bit " + std::to_string(k) +
+               " set beyond the padded width " + std::to_string(K_pad);
       }
     }
-  }
-  return ok_status();
+    return std::nullopt;
+  });
 }
 
 }  // namespace nmkit

@@ -120,29 +120,29 @@ Status validate(const Sparse24& packed, std::string_view name) {
   // Rows without groups have nothing to check: [2^48, 0] is valid at once, and the loop below runs
   // rows * groups <= 2 * meta bytes steps.
   if (groups == 0) return ok_status();
-  for (int64_t r = 0; r < rows; ++r) {
+  return format_detail::check_rows(rows, K, [&](int64_t r) -> std::optional<std::string> {
     const uint8_t* meta = packed.meta.as<uint8_t>() + r * stride;
     const std::byte* vals = packed.values.data() + static_cast<size_t>(r * groups * 2) * es;
     for (int64_t g = 0; g < groups; ++g) {
       const unsigned nibble = (meta[g / 2] >> ((g & 1) * 4)) & 0xFu;
       if (!format_detail::valid_sparse24_nibble(nibble)) {
-        return Error(pre + "row " + std::to_string(r) + ", group " + std::to_string(g) +
-                     " has invalid metadata nibble " + std::to_string(nibble));
+        return pre + "row " + std::to_string(r) + ", group " + std::to_string(g) +
+               " has invalid metadata nibble " + std::to_string(nibble);
       }
       const int64_t k[2] = {g * 4 + (nibble & 3u), g * 4 + (nibble >> 2)};
       for (int s = 0; s < 2; ++s) {
         if (k[s] >= K && (format_detail::load_bits(vals + (g * 2 + s) * es, es) & mag) != 0) {
-          return Error(pre + "row " + std::to_string(r) + ", group " + std::to_string(g) +
-                       " stores a non-zero value at padding column " + std::to_string(k[s]));
+          return pre + "row " + std::to_string(r) + ", group " + std::to_string(g) +
+                 " stores a non-zero value at padding column " + std::to_string(k[s]);
         }
       }
     }
     if (groups % 2 == 1 && (meta[stride - 1] >> 4) != 0) {
-      return Error(pre + "row " + std::to_string(r) + " has a non-zero unused high nibble " +
-                   std::to_string(meta[stride - 1] >> 4) + " in its last metadata byte");
+      return pre + "row " + std::to_string(r) + " has a non-zero unused high nibble " +
+             std::to_string(meta[stride - 1] >> 4) + " in its last metadata byte";
     }
-  }
-  return ok_status();
+    return std::nullopt;
+  });
 }
 
 }  // namespace nmkit

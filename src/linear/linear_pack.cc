@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cpu/linear_common.h"
+#include "nmkit/threads.h"
 
 namespace nmkit::cpu {
 
@@ -157,19 +158,31 @@ Result<std::unique_ptr<PackedLinear>> pack_sparse24(const Sparse24& weight) {
   const auto* meta = weight.meta.as<uint8_t>();
   const std::byte* src = weight.values.data();
   const int64_t value_stride = weight.K_pad() / 2;
-  for (int64_t row = 0; row < weight.rows(); ++row) {
-    const int64_t b = row / kLinearRowBlock, r = row % kLinearRowBlock;
-    for (int64_t g = 0; g < groups; ++g) {
-      const int64_t c = g / 8, slot = g % 8;
-      const int64_t record = (b * chunks + c) * kLinearRowBlock + r;
-      const uint32_t nibble = (meta[row * weight.meta_stride() + g / 2] >> (4 * (g & 1))) & 0xFu;
-      words[record] = (words[record] & ~(0xFu << (4 * slot))) | (nibble << (4 * slot));
-      for (int h = 0; h < 2; ++h) {
-        copy_element(weight.dtype(), src, row * value_stride + 2 * g + h, *dtype, packed->values.data.get(),
-                     record * 16 + 2 * slot + h);
+  const bool same_dtype = weight.dtype() == *dtype;
+  // Rows in parallel, each writing its own records. A record is the canonical layout of its 8
+  // groups: slot s's nibble at bit 4s (the canonical meta bytes, little-endian), values in order.
+  parallel_for(weight.rows(), std::max<int64_t>(1, 65536 / std::max<int64_t>(1, packed->K_x)), [&](int64_t r0, int64_t r1) {
+    for (int64_t row = r0; row < r1; ++row) {
+      const int64_t b = row / kLinearRowBlock, r = row % kLinearRowBlock;
+      const uint8_t* row_meta = meta + row * weight.meta_stride();
+      for (int64_t g0 = 0; g0 < groups; g0 += 8) {
+        const int64_t record = (b * chunks + g0 / 8) * kLinearRowBlock + r;
+        const int64_t n = std::min<int64_t>(8, groups - g0);
+        auto* word = reinterpret_cast<uint8_t*>(words + record);
+        std::memcpy(word, row_meta + g0 / 2, static_cast<size_t>(n / 2));
+        // An odd last group shares its byte with the first padding group, which keeps (0, 1).
+        if (n % 2 == 1) word[n / 2] = static_cast<uint8_t>((row_meta[(g0 + n) / 2] & 0x0Fu) | 0x40u);
+        if (same_dtype) {
+          std::memcpy(packed->values.data.get() + static_cast<size_t>(record * 16) * size,
+                      src + static_cast<size_t>(row * value_stride + 2 * g0) * size, static_cast<size_t>(2 * n) * size);
+        } else {
+          for (int64_t i = 0; i < 2 * n; ++i) {
+            copy_element(weight.dtype(), src, row * value_stride + 2 * g0 + i, *dtype, packed->values.data.get(), record * 16 + i);
+          }
+        }
       }
     }
-  }
+  });
   count_streamed_bytes(*packed);
   return packed;
 }
@@ -197,26 +210,37 @@ std::unique_ptr<PackedLinear> nm_records(const NMPacked& weight, const Tensor& v
   const int64_t groups_per_chunk = packed->superchunk / pattern.group;
   auto* mask = packed->meta.as<uint8_t>();
   const auto* src_mask = weight.mask.as<uint8_t>();
-  for (int64_t row = 0; row < weight.rows(); ++row) {
-    const int64_t b = row / kLinearRowBlock;
-    const int r = static_cast<int>(row % kLinearRowBlock);
-    for (int64_t c = 0; c < superchunks; ++c) {
-      const int64_t record = (b * superchunks + c) * kLinearRowBlock + r;
-      // Groups past the weight's last one stay all-zero (no mask bits, zero values).
-      const int64_t first = c * groups_per_chunk * pattern.keep;
-      const int64_t count = std::min(packed->value_stride, src_values - first);
-      for (int64_t i = 0; i < count; ++i) {
-        copy_element(values.dtype(), values.data(), row * src_values + first + i, dtype, packed->values.data.get(),
-                     record * packed->value_stride + i);
-      }
-      for (int64_t k = 0; k < packed->superchunk; ++k) {
-        const int64_t kk = c * packed->superchunk + k;
-        if (kk < weight.K_pad() && ((src_mask[row * weight.mask_stride() + kk / 8] >> (kk % 8)) & 1)) {
-          mask[record * packed->mask_stride + k / 8] |= static_cast<uint8_t>(1u << (k % 8));
+  const int64_t src_mask_stride = weight.mask_stride(), chunk_bytes = packed->mask_stride;
+  const bool same_dtype = values.dtype() == dtype;
+  // Rows in parallel, each writing only its own records. A superchunk is a whole number of bytes of
+  // mask (chunks are multiples of 8 K), so its bits copy byte for byte; a source row has no bits
+  // past K_pad (validate), so the bytes past its end stay zero.
+  parallel_for(weight.rows(), std::max<int64_t>(1, 65536 / std::max<int64_t>(1, packed->K_x)), [&](int64_t r0, int64_t r1) {
+    for (int64_t row = r0; row < r1; ++row) {
+      const int64_t b = row / kLinearRowBlock;
+      const int r = static_cast<int>(row % kLinearRowBlock);
+      for (int64_t c = 0; c < superchunks; ++c) {
+        const int64_t record = (b * superchunks + c) * kLinearRowBlock + r;
+        // Groups past the weight's last one stay all-zero (no mask bits, zero values).
+        const int64_t first = c * groups_per_chunk * pattern.keep;
+        const int64_t count = std::min(packed->value_stride, src_values - first);
+        if (same_dtype && count > 0) {
+          std::memcpy(packed->values.data.get() + static_cast<size_t>(record * packed->value_stride) * size,
+                      values.data() + static_cast<size_t>(row * src_values + first) * size, static_cast<size_t>(count) * size);
+        } else {
+          for (int64_t i = 0; i < count; ++i) {
+            copy_element(values.dtype(), values.data(), row * src_values + first + i, dtype, packed->values.data.get(),
+                         record * packed->value_stride + i);
+          }
+        }
+        const int64_t from = c * chunk_bytes;
+        const int64_t bytes = std::min(chunk_bytes, src_mask_stride - from);
+        if (bytes > 0) {
+          std::memcpy(mask + record * packed->mask_stride, src_mask + row * src_mask_stride + from, static_cast<size_t>(bytes));
         }
       }
     }
-  }
+  });
   return packed;
 }
 
@@ -322,21 +346,28 @@ Result<std::unique_ptr<PackedLinear>> pack_sparse24_int8(const QuantizedSparse24
   const auto* src = w.values.as<int8_t>();
   const int64_t value_stride = w.K_pad() / 2;
   std::vector<int32_t> sums(static_cast<size_t>(w.rows()), 0);
-  for (int64_t row = 0; row < w.rows(); ++row) {
-    const int64_t b = row / kLinearRowBlock, r = row % kLinearRowBlock;
-    for (int64_t g = 0; g < groups; ++g) {
-      const int64_t c = g / 32, slot = g % 32;
-      const int64_t k = sparse24_int8_k(*packed, b, c, r);
-      const uint32_t nibble = (meta[row * w.meta_stride() + g / 2] >> (4 * (g & 1))) & 0xFu;
-      uint32_t& word = words[k / 32 + slot / 8];
-      word = (word & ~(0xFu << (4 * (slot % 8)))) | (nibble << (4 * (slot % 8)));
-      for (int h = 0; h < 2; ++h) {
-        const int8_t v = src[row * value_stride + 2 * g + h];
-        dst[k / 2 + 2 * slot + h] = v;
-        sums[static_cast<size_t>(row)] += v;
+  // Rows in parallel: a row's records (values and meta words) belong to it alone. Within a record
+  // the layout is the canonical one, chunk by chunk: slot s's nibble is bit 4s of the record's meta
+  // (the canonical meta bytes, little-endian) and its values follow in order, so a chunk copies.
+  parallel_for(w.rows(), std::max<int64_t>(1, 65536 / std::max<int64_t>(1, packed->K_x)), [&](int64_t r0, int64_t r1) {
+    auto* meta_bytes = packed->meta.as<uint8_t>();
+    for (int64_t row = r0; row < r1; ++row) {
+      const int64_t b = row / kLinearRowBlock, r = row % kLinearRowBlock;
+      const int8_t* row_values = src + row * value_stride;
+      const uint8_t* row_meta = meta + row * w.meta_stride();
+      for (int64_t g0 = 0; g0 < groups; g0 += 32) {
+        const int64_t k = sparse24_int8_k(*packed, b, g0 / 32, r);
+        const int64_t n = std::min<int64_t>(32, groups - g0);
+        std::memcpy(dst + k / 2, row_values + 2 * g0, static_cast<size_t>(2 * n));
+        std::memcpy(meta_bytes + k / 8, row_meta + g0 / 2, static_cast<size_t>(n / 2));
+        // An odd last group shares its byte with the first padding group, which keeps (0, 1).
+        if (n % 2 == 1) meta_bytes[k / 8 + n / 2] = static_cast<uint8_t>((row_meta[(g0 + n) / 2] & 0x0Fu) | 0x40u);
       }
+      int32_t sum = 0;
+      for (int64_t i = 0; i < 2 * groups; ++i) sum += row_values[i];
+      sums[static_cast<size_t>(row)] = sum;
     }
-  }
+  });
   int8_rows(*packed, weight.scales, sums);
   count_streamed_bytes(*packed);
   return packed;
@@ -353,9 +384,13 @@ Result<std::unique_ptr<PackedLinear>> pack_nm_int8(const NMPacked& weight, const
   NMKIT_TRY(check_int8(packed->K_x, "int8 nm weight"));
   std::vector<int32_t> sums(static_cast<size_t>(packed->rows), 0);
   const auto* codes = values.codes.as<int8_t>();
-  for (int64_t row = 0; row < packed->rows; ++row) {
-    for (int64_t i = 0; i < per_row; ++i) sums[static_cast<size_t>(row)] += codes[row * per_row + i];
-  }
+  parallel_for(packed->rows, std::max<int64_t>(1, 65536 / std::max<int64_t>(1, per_row)), [&](int64_t r0, int64_t r1) {
+    for (int64_t row = r0; row < r1; ++row) {
+      int32_t sum = 0;
+      for (int64_t i = 0; i < per_row; ++i) sum += codes[row * per_row + i];
+      sums[static_cast<size_t>(row)] = sum;
+    }
+  });
   int8_rows(*packed, values.scales, sums);
   count_streamed_bytes(*packed);
   return packed;

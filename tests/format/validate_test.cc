@@ -131,6 +131,19 @@ TEST(ValidateNm, BitCountsBitsBeyondPaddingValuesAndShapes) {
   }
 }
 
+// Validation runs rows in parallel: whatever row a thread reaches first, the error names the first
+// bad row in row-major order (here many grains apart, so that two threads hold the two faults).
+TEST(ValidateRows, NamesTheFirstBadRowWhateverTheThreads) {
+  NMPacked nm = packed_nm(4000, 200, Pattern{6, 8}, 21);
+  nm.mask.as<uint8_t>()[3900 * nm.mask_stride()] ^= 0x01;
+  nm.mask.as<uint8_t>()[1700 * nm.mask_stride() + 3] ^= 0x01;  // group 3
+  expect_error(validate(nm, "m"), {"row 1700,", "group 3"});
+  Sparse24 s = packed24(4000, 200, 22);
+  s.meta.as<uint8_t>()[3990 * s.meta_stride()] = 0x00;
+  s.meta.as<uint8_t>()[2100 * s.meta_stride() + 1] = 0x0F;  // group 2: nibble 15 names one column twice
+  expect_error(validate(s, "q"), {"row 2100,", "group 2", "nibble 15"});
+}
+
 TEST(Compress, RejectsBadInputs) {
   const Tensor i = Tensor::zeros(DType::I16, {2, 8});
   expect_error(compress_sparse24(i.view(), "x").ok() ? Status() : compress_sparse24(i.view(), "x").error(),
