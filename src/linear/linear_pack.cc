@@ -312,10 +312,15 @@ Result<std::unique_ptr<PackedLinear>> pack_dense_int8(const std::vector<Quantize
   for (const Quantized& part : parts) {
     const auto* src = part.codes.as<int8_t>();
     std::memcpy(scales.as<float>() + row, part.scales.data(), static_cast<size_t>(part.codes.rows()) * 4);
-    for (int64_t r = 0; r < part.codes.rows(); ++r, ++row) {
-      std::memcpy(dst + row * packed->K_x, src + r * K, static_cast<size_t>(K));
-      for (int64_t k = 0; k < K; ++k) sums[static_cast<size_t>(row)] += src[r * K + k];
-    }
+    parallel_for(part.codes.rows(), std::max<int64_t>(1, 65536 / std::max<int64_t>(1, K)), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        std::memcpy(dst + (row + r) * packed->K_x, src + r * K, static_cast<size_t>(K));
+        int32_t sum = 0;
+        for (int64_t k = 0; k < K; ++k) sum += src[r * K + k];
+        sums[static_cast<size_t>(row + r)] = sum;
+      }
+    });
+    row += part.codes.rows();
   }
   packed->parts = {RowPart{packed->values.data.get(), packed->rows, packed->K_x}};
   int8_rows(*packed, scales, sums);

@@ -230,12 +230,10 @@ Status check_finite(const TensorView& t, const std::string& name) {
     for (int64_t c = c0; c < c1; ++c) {
       const int64_t i0 = c * kChunk, count = std::min(kChunk, n - i0);
       convert_to_f32(t.dtype, t.data + static_cast<size_t>(i0) * size, values.data(), static_cast<size_t>(count));
-      for (int64_t i = 0; i < count; ++i) {
-        if (!std::isfinite(values[static_cast<size_t>(i)])) {
-          int64_t seen = bad.load();
-          while ((seen < 0 || i0 + i < seen) && !bad.compare_exchange_weak(seen, i0 + i)) {
-          }
-          break;
+      const int64_t i = first_non_finite(values.data(), count);  // a branch-free scan, then the index
+      if (i >= 0) {
+        int64_t seen = bad.load();
+        while ((seen < 0 || i0 + i < seen) && !bad.compare_exchange_weak(seen, i0 + i)) {
         }
       }
     }

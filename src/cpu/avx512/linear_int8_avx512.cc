@@ -148,8 +148,10 @@ void sparse24_block(const LinearCall& call, int64_t b, int64_t m0) {
 // nm records (cpu/linear_kernels.h, superchunks of lcm(group, 64) K): per 64 K and row, one 64-bit
 // mask word and the next popcount(word) codes, placed into their lanes by one vpexpandb (AVX-512
 // VBMI2; register form) from a full 64-byte load (the packed slack covers the last), then the dense
-// vpdpbusd. 6:8 streams 56 bytes per row and 64 K against dense's 64 (0.875).
-template <int Mc>
+// vpdpbusd. 6:8 streams 56 bytes per row and 64 K against dense's 64 (0.875). kOneStep: the group
+// divides 64, so a superchunk is one step and the kernel one loop over them (written as the general
+// two loops, GCC stored the accumulators every step: docs/data.md "nm bf16 x bf16").
+template <int Mc, bool kOneStep>
 void nm_block(const LinearCall& call, int64_t b, int64_t m0) {
   const PackedLinear& w = *call.w;
   const int8_t* x = static_cast<const int8_t*>(call.x) + m0 * w.K_x;
@@ -157,26 +159,37 @@ void nm_block(const LinearCall& call, int64_t b, int64_t m0) {
   __m512i acc[Mc][kLinearRowBlock];
   for (auto& row : acc) for (auto& a : row) a = _mm512_setzero_si512();
   const int64_t superchunks = w.K_x / w.superchunk, steps = w.superchunk / 64;
+  const int64_t mask_words = w.mask_stride / 8, value_stride = w.value_stride, superchunk = w.superchunk, K_x = w.K_x;
+  // The block's records of a superchunk are adjacent, one superchunk's after the other's.
+  const int8_t* const values = w.values.as<int8_t>() + nm_record(w, b, 0, 0) * value_stride;
+  // Mask words read as uint64_t, not memcpy'd bytes: a char-typed read may alias the accumulators,
+  // and GCC then stored them every step.
+  const uint64_t* const masks = reinterpret_cast<const uint64_t*>(w.meta.as<uint8_t>()) + nm_record(w, b, 0, 0) * mask_words;
   for (int64_t c = 0; c < superchunks; ++c) {
-    const int8_t* v[kLinearRowBlock];
-    const uint8_t* bits[kLinearRowBlock];
-    for (int r = 0; r < kLinearRowBlock; ++r) {
-      const int64_t record = nm_record(w, b, c, r);
-      v[r] = w.values.as<int8_t>() + record * w.value_stride;
-      bits[r] = w.meta.as<uint8_t>() + record * w.mask_stride;
-    }
-    prefetch_ahead(v[0], kLinearRowBlock * w.value_stride);
-    for (int64_t s = 0; s < steps; ++s) {
+    const int8_t* v = values + c * kLinearRowBlock * value_stride;
+    const uint64_t* bits = masks + c * kLinearRowBlock * mask_words;
+    const int8_t* xc = x + c * superchunk;
+    if constexpr (kOneStep) {
+      prefetch_ahead(v, kLinearRowBlock * 64);  // at most 64 codes a row: a constant count of lines
       __m512i xs[Mc];
-      for (int m = 0; m < Mc; ++m) {
-        xs[m] = _mm512_xor_si512(_mm512_loadu_si512(x + m * w.K_x + c * w.superchunk + 64 * s), sign);
-      }
+      for (int m = 0; m < Mc; ++m) xs[m] = _mm512_xor_si512(_mm512_loadu_si512(xc + m * K_x), sign);
       for (int r = 0; r < kLinearRowBlock; ++r) {
-        uint64_t word;
-        __builtin_memcpy(&word, bits[r] + 8 * s, 8);
-        const __m512i codes = _mm512_maskz_expand_epi8(word, _mm512_loadu_si512(v[r]));
-        v[r] += __builtin_popcountll(word);
+        const uint64_t word = bits[r];
+        const __m512i codes = _mm512_maskz_expand_epi8(word, _mm512_loadu_si512(v + r * value_stride));
         for (int m = 0; m < Mc; ++m) acc[m][r] = _mm512_dpbusd_epi32(acc[m][r], xs[m], codes);
+      }
+    } else {
+      prefetch_ahead(v, kLinearRowBlock * value_stride);
+      int64_t offset[kLinearRowBlock] = {};
+      for (int64_t s = 0; s < steps; ++s) {
+        __m512i xs[Mc];
+        for (int m = 0; m < Mc; ++m) xs[m] = _mm512_xor_si512(_mm512_loadu_si512(xc + m * K_x + 64 * s), sign);
+        for (int r = 0; r < kLinearRowBlock; ++r) {
+          const uint64_t word = bits[r * mask_words + s];
+          const __m512i codes = _mm512_maskz_expand_epi8(word, _mm512_loadu_si512(v + r * value_stride + offset[r]));
+          offset[r] += __builtin_popcountll(word);
+          for (int m = 0; m < Mc; ++m) acc[m][r] = _mm512_dpbusd_epi32(acc[m][r], xs[m], codes);
+        }
       }
     }
   }
@@ -213,6 +226,15 @@ void run(const LinearCall& call) {
       case 1: Block1(call, b, m); break;
       default: break;
     }
+  }
+}
+
+// The one-step kernel where the group divides 64 (every 6:8, 4:8, 2:4, 1:4 weight), else the general.
+void nm_rows(const LinearCall& call) {
+  if (64 % call.w->pattern.group == 0) {
+    run<nm_block<1, true>, nm_block<2, true>, nm_block<3, true>, nm_block<4, true>>(call);
+  } else {
+    run<nm_block<1, false>, nm_block<2, false>, nm_block<3, false>, nm_block<4, false>>(call);
   }
 }
 
@@ -259,7 +281,7 @@ void fill_linear_int8(LinearKernels& slots) {
   slots.sparse24_i8_tile = sparse24_tile;
   slots.dense_i8 = run<dense_block<1>, dense_block<2>, dense_block<3>, dense_block<4>>;
   slots.sparse24_i8 = run<sparse24_block<1>, sparse24_block<2>, sparse24_block<3>, sparse24_block<4>>;
-  slots.nm_i8 = run<nm_block<1>, nm_block<2>, nm_block<3>, nm_block<4>>;
+  slots.nm_i8 = nm_rows;
   slots.nm_i8_tile = nm_tile;
 }
 

@@ -25,29 +25,43 @@ inline __m512 load16(const uint16_t* p) {
 }
 
 // Tokens m0..m0+Mc of row block b, streaming the block's masks and values once: the kernel for up to
-// 4 tokens per call, whose sums stay in registers.
-template <int Mc, class T, class Expand>
+// 4 tokens per call, whose sums stay in registers. kFixedStep: the group divides 16, so every 16-wide
+// step of a record holds 16 / group * keep values (a padding group has no mask bits: its slots expand
+// to zero), a superchunk is one chunk of 32 K, and a row's values start at a known offset; otherwise each row's pointer advances by its
+// mask's count. (With the pointers in an array the loop stored them, and the sums, every step:
+// docs/data.md "nm bf16 x bf16".)
+template <int Mc, class T, bool kFixedStep, class Expand>
 void nm_block(const LinearCall& call, int64_t b, int64_t m0, const Expand& expand) {
   const PackedLinear& w = *call.w;
   const float* x = static_cast<const float*>(call.x) + m0 * w.K_x;
   __m512 acc[Mc][kLinearRowBlock];
   for (auto& row : acc) for (auto& a : row) a = _mm512_setzero_ps();
-  const int64_t superchunks = w.K_x / w.superchunk;
+  // A group dividing 16 divides the chunk, so its superchunk is the chunk: a constant step count,
+  // which GCC unrolls into one loop (a loop inside the superchunk loop made it store the sums).
+  const int64_t superchunks = w.K_x / w.superchunk, steps = kFixedStep ? kLinearChunk / 16 : w.superchunk / 16;
+  const int64_t value_stride = w.value_stride, mask_halves = w.mask_stride / 2, superchunk = w.superchunk, K_x = w.K_x;
+  const int64_t per_step = 16 / w.pattern.group * w.pattern.keep;  // used when kFixedStep
+  // The block's records of a superchunk are adjacent, one superchunk's after the other's.
+  const T* const values = w.values.as<T>() + nm_record(w, b, 0, 0) * value_stride;
+  const uint16_t* const masks = reinterpret_cast<const uint16_t*>(w.meta.as<uint8_t>()) + nm_record(w, b, 0, 0) * mask_halves;
   for (int64_t c = 0; c < superchunks; ++c) {
+    const T* v0 = values + c * kLinearRowBlock * value_stride;
+    const uint16_t* bits = masks + c * kLinearRowBlock * mask_halves;
+    prefetch_ahead(v0, kLinearRowBlock * value_stride * static_cast<int64_t>(sizeof(T)));
+    const float* xc = x + c * superchunk;
     const T* v[kLinearRowBlock];
-    const uint16_t* bits[kLinearRowBlock];
-    for (int r = 0; r < kLinearRowBlock; ++r) {
-      const int64_t record = nm_record(w, b, c, r);
-      v[r] = w.values.as<T>() + record * w.value_stride;
-      bits[r] = reinterpret_cast<const uint16_t*>(w.meta.as<uint8_t>() + record * w.mask_stride);
-    }
-    prefetch_ahead(v[0], kLinearRowBlock * w.value_stride * static_cast<int64_t>(sizeof(T)));
-    const float* xc = x + c * w.superchunk;
-    for (int64_t s = 0; s < w.superchunk / 16; ++s) {
+    for (int r = 0; r < kLinearRowBlock; ++r) v[r] = v0 + r * value_stride;
+    for (int64_t s = 0; s < steps; ++s) {
       __m512 xs[Mc];
-      for (int m = 0; m < Mc; ++m) xs[m] = _mm512_loadu_ps(xc + m * w.K_x + s * 16);
+      for (int m = 0; m < Mc; ++m) xs[m] = _mm512_loadu_ps(xc + m * K_x + s * 16);
       for (int r = 0; r < kLinearRowBlock; ++r) {
-        const __m512 wv = expand(bits[r][s], v[r]);
+        __m512 wv;
+        if constexpr (kFixedStep) {
+          const T* p = v0 + r * value_stride + s * per_step;
+          wv = expand(bits[r * mask_halves + s], p);
+        } else {
+          wv = expand(bits[r * mask_halves + s], v[r]);
+        }
         for (int m = 0; m < Mc; ++m) acc[m][r] = _mm512_fmadd_ps(wv, xs[m], acc[m][r]);
       }
     }
@@ -60,18 +74,27 @@ void nm_block(const LinearCall& call, int64_t b, int64_t m0, const Expand& expan
   }
 }
 
+template <class T, bool kFixedStep, class Expand>
+void nm_stream_rows(const LinearCall& call, const Expand& expand) {
+  for (int64_t b = call.block_begin; b < call.block_end; ++b) {
+    int64_t m = 0;
+    for (; m + 4 <= call.M; m += 4) nm_block<4, T, kFixedStep>(call, b, m, expand);
+    switch (call.M - m) {
+      case 3: nm_block<3, T, kFixedStep>(call, b, m, expand); break;
+      case 2: nm_block<2, T, kFixedStep>(call, b, m, expand); break;
+      case 1: nm_block<1, T, kFixedStep>(call, b, m, expand); break;
+      default: break;
+    }
+  }
+}
+
 template <class T, class Expand>
 void nm_stream(const LinearCall& call) {
   const Expand expand{};
-  for (int64_t b = call.block_begin; b < call.block_end; ++b) {
-    int64_t m = 0;
-    for (; m + 4 <= call.M; m += 4) nm_block<4, T>(call, b, m, expand);
-    switch (call.M - m) {
-      case 3: nm_block<3, T>(call, b, m, expand); break;
-      case 2: nm_block<2, T>(call, b, m, expand); break;
-      case 1: nm_block<1, T>(call, b, m, expand); break;
-      default: break;
-    }
+  if (16 % call.w->pattern.group == 0) {
+    nm_stream_rows<T, true>(call, expand);
+  } else {
+    nm_stream_rows<T, false>(call, expand);
   }
 }
 

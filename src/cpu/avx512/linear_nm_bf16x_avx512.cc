@@ -20,36 +20,52 @@
 namespace nmkit::cpu::avx512 {
 namespace {
 
-// Tokens m0..m0+Mc of row block b, streaming the block's masks and values once.
-template <int Mc>
+// Tokens m0..m0+Mc of row block b, streaming the block's masks and values once. kOneStep: the group
+// divides 32, so a superchunk is one 32-wide step and the kernel is one loop over them; otherwise
+// each step of a superchunk counts its mask bits to find its values. (GCC stored the accumulators
+// every step when the one-step loop was written as the general one: docs/data.md "nm bf16 x bf16".)
+template <int Mc, bool kOneStep>
 void nm_bf16x_block(const LinearCall& call, int64_t b, int64_t m0) {
   const PackedLinear& w = *call.w;
   const uint16_t* x = call.x_bf16 + m0 * w.K_x;
   __m512 acc[Mc][kLinearRowBlock];
   for (auto& row : acc) for (auto& a : row) a = _mm512_setzero_ps();
   const int64_t superchunks = w.K_x / w.superchunk, steps = w.superchunk / 32;
+  const int64_t mask_words = w.mask_stride / 4, value_stride = w.value_stride, superchunk = w.superchunk, K_x = w.K_x;
+  // The block's records of a superchunk are adjacent, one superchunk's after the other's.
+  const uint16_t* const values = w.values.as<uint16_t>() + nm_record(w, b, 0, 0) * value_stride;
+  const uint32_t* const masks = reinterpret_cast<const uint32_t*>(w.meta.as<uint8_t>()) + nm_record(w, b, 0, 0) * mask_words;
   for (int64_t c = 0; c < superchunks; ++c) {
-    const uint16_t* v[kLinearRowBlock];
-    const uint8_t* bits[kLinearRowBlock];
-    for (int r = 0; r < kLinearRowBlock; ++r) {
-      const int64_t record = nm_record(w, b, c, r);
-      v[r] = w.values.as<uint16_t>() + record * w.value_stride;
-      bits[r] = w.meta.as<uint8_t>() + record * w.mask_stride;
-    }
-    prefetch_ahead(v[0], kLinearRowBlock * w.value_stride * 2);
-    const uint16_t* xc = x + c * w.superchunk;
-    for (int64_t s = 0; s < steps; ++s) {
+    const uint16_t* v = values + c * kLinearRowBlock * value_stride;
+    const uint32_t* bits = masks + c * kLinearRowBlock * mask_words;
+    const uint16_t* xc = x + c * superchunk;
+    if constexpr (kOneStep) {
+      prefetch_ahead(v, kLinearRowBlock * 64);  // at most 32 values a row: a constant count of lines
       __m512i xs[Mc];
-      for (int m = 0; m < Mc; ++m) xs[m] = _mm512_loadu_si512(xc + m * w.K_x + s * 32);
+      for (int m = 0; m < Mc; ++m) xs[m] = _mm512_loadu_si512(xc + m * K_x);
       for (int r = 0; r < kLinearRowBlock; ++r) {
-        uint32_t mask;
-        std::memcpy(&mask, bits[r] + 4 * s, 4);
-        __m512i raw = _mm512_loadu_si512(v[r]);
+        __m512i raw = _mm512_loadu_si512(v + r * value_stride);
         asm("" : "+v"(raw));  // keeps the load apart: GCC would fold it into the slow memory form
-        const __m512i wv = _mm512_maskz_expand_epi16(mask, raw);
-        v[r] += __builtin_popcount(mask);
+        const __m512i wv = _mm512_maskz_expand_epi16(bits[r], raw);
         for (int m = 0; m < Mc; ++m) {
           acc[m][r] = _mm512_dpbf16_ps(acc[m][r], reinterpret_cast<__m512bh>(wv), reinterpret_cast<__m512bh>(xs[m]));
+        }
+      }
+    } else {
+      prefetch_ahead(v, kLinearRowBlock * value_stride * 2);
+      int64_t offset[kLinearRowBlock] = {};
+      for (int64_t s = 0; s < steps; ++s) {
+        __m512i xs[Mc];
+        for (int m = 0; m < Mc; ++m) xs[m] = _mm512_loadu_si512(xc + m * K_x + s * 32);
+        for (int r = 0; r < kLinearRowBlock; ++r) {
+          const uint32_t mask = bits[r * mask_words + s];
+          __m512i raw = _mm512_loadu_si512(v + r * value_stride + offset[r]);
+          asm("" : "+v"(raw));
+          const __m512i wv = _mm512_maskz_expand_epi16(mask, raw);
+          offset[r] += __builtin_popcount(mask);
+          for (int m = 0; m < Mc; ++m) {
+            acc[m][r] = _mm512_dpbf16_ps(acc[m][r], reinterpret_cast<__m512bh>(wv), reinterpret_cast<__m512bh>(xs[m]));
+          }
         }
       }
     }
@@ -62,16 +78,25 @@ void nm_bf16x_block(const LinearCall& call, int64_t b, int64_t m0) {
   }
 }
 
-void nm_bf16x_stream(const LinearCall& call) {
+template <bool kOneStep>
+void nm_bf16x_rows(const LinearCall& call) {
   for (int64_t b = call.block_begin; b < call.block_end; ++b) {
     int64_t m = 0;
-    for (; m + 4 <= call.M; m += 4) nm_bf16x_block<4>(call, b, m);
+    for (; m + 4 <= call.M; m += 4) nm_bf16x_block<4, kOneStep>(call, b, m);
     switch (call.M - m) {
-      case 3: nm_bf16x_block<3>(call, b, m); break;
-      case 2: nm_bf16x_block<2>(call, b, m); break;
-      case 1: nm_bf16x_block<1>(call, b, m); break;
+      case 3: nm_bf16x_block<3, kOneStep>(call, b, m); break;
+      case 2: nm_bf16x_block<2, kOneStep>(call, b, m); break;
+      case 1: nm_bf16x_block<1, kOneStep>(call, b, m); break;
       default: break;
     }
+  }
+}
+
+void nm_bf16x_stream(const LinearCall& call) {
+  if (32 % call.w->pattern.group == 0) {
+    nm_bf16x_rows<true>(call);
+  } else {
+    nm_bf16x_rows<false>(call);
   }
 }
 
