@@ -57,6 +57,10 @@ constexpr size_t kLanesSplitWeightBytes = size_t{4} << 20;
 // streaming kernel, which keeps 4 tokens' sums in registers, expands each mask once per call too.
 constexpr int64_t kSlabTokens = 5;
 
+// bf16 x bf16 nm weights stay on the streaming kernel (vpexpandw + vdpbf16ps, 4 tokens a pass) below
+// this many tokens, the slab kernel and oneDNN's panels costing more up to it (docs/data.md).
+constexpr int64_t kNmBf16xPairsTokens = 24;
+
 // Row blocks are decompressed into dense tiles for the dense micro-kernel from this many tokens:
 // bf16 dense (widened once instead of once per 4 tokens), INT8 sparse24 (vpermt2b per token costs
 // as much as a second VNNI), nm on tiers without slabs, and sparse24 bf16 with bf16 activations on
@@ -80,10 +84,10 @@ struct OnednnFrom {
   int64_t slid_int8, slid_int8_long_rows;
 };
 constexpr OnednnFrom kOnednnFrom{
-    /*dense_f32=*/4, /*dense_bf16=*/8, /*dense_bf16x=*/4, /*dense_int8=*/4, /*dense_int8_long_rows=*/8,
+    /*dense_f32=*/4, /*dense_bf16=*/8, /*dense_bf16x=*/12, /*dense_int8=*/4, /*dense_int8_long_rows=*/8,
     /*sparse24_f32=*/64, /*sparse24_f32_short_rows=*/8, /*sparse24_bf16=*/64, /*sparse24_bf16x=*/8,
     /*sparse24_int8=*/8,
-    /*nm_f32=*/4, /*nm_bf16=*/8, /*nm_bf16x=*/4, /*nm_int8=*/8,
+    /*nm_f32=*/4, /*nm_bf16=*/8, /*nm_bf16x=*/kNmBf16xPairsTokens, /*nm_int8=*/8,
     /*slid_int8=*/4, /*slid_int8_long_rows=*/8,
 };
 // Rows of K at or above this count as long: for sparse24 f32 (token lanes lose to oneDNN below it
@@ -227,7 +231,7 @@ LinearPlan plan_for(const LinearLayer& layer, int64_t M) {
       const cpu::LinearFn slabs = bf16_pairs ? kernels.nm_bf16x_slabs
                                   : plan.dtype == DType::F32 ? kernels.nm_f32_slabs
                                                              : kernels.nm_bf16_slabs;
-      if (bf16_pairs && kernels.nm_bf16x != nullptr && M < kSlabTokens) plan.route = Route::Bf16Pairs;
+      if (bf16_pairs && kernels.nm_bf16x != nullptr && M < kNmBf16xPairsTokens) plan.route = Route::Bf16Pairs;
       else if (slabs != nullptr) plan.route = M >= kSlabTokens ? Route::Slabs : Route::Rows;
       else plan.route = M >= kTileTokens ? Route::Tiles : Route::Rows;
       break;
