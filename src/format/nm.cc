@@ -100,6 +100,39 @@ Tensor decompress(const NMPacked& packed) {
   return dense;
 }
 
+namespace {
+
+// Whether every `group`-bit field of word (group a power of two, 2..64) has exactly `keep` bits set:
+// a popcount per field by the usual halving sums, compared with keep in every field at once.
+bool all_fields_hold(uint64_t x, int group, int keep) {
+  if (group == 1) return x == (keep == 1 ? ~uint64_t{0} : 0);
+  x = x - ((x >> 1) & 0x5555555555555555ull);
+  uint64_t ones = 0x5555555555555555ull;
+  if (group >= 4) {
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    ones = 0x1111111111111111ull;
+  }
+  if (group >= 8) {
+    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+    ones = 0x0101010101010101ull;
+  }
+  if (group >= 16) {
+    x = (x + (x >> 8)) & 0x00FF00FF00FF00FFull;
+    ones = 0x0001000100010001ull;
+  }
+  if (group >= 32) {
+    x = (x + (x >> 16)) & 0x0000FFFF0000FFFFull;
+    ones = 0x0000000100000001ull;
+  }
+  if (group == 64) {
+    x = (x + (x >> 32)) & 0xFFFFFFFFull;
+    ones = 1;
+  }
+  return x == static_cast<uint64_t>(keep) * ones;
+}
+
+}  // namespace
+
 Status validate(const NMPacked& packed, std::string_view name) {
   const Pattern p = packed.pattern;
   std::string pre = name_prefix(name) + "nm: ";
@@ -136,7 +169,18 @@ Status validate(const NMPacked& packed, std::string_view name) {
     const uint8_t* mask = packed.mask.as<uint8_t>() + r * stride;
     const std::byte* vals = packed.values.data() + static_cast<size_t>(r * groups * p.keep) * es;
     const auto at = [&](int64_t g) { return "row " + std::to_string(r) + ", group " + std::to_string(g); };
-    for (int64_t g = 0; g < groups; ++g) {
+    // Whole 64-bit words of groups before the tail, where the group divides 64: every field's count
+    // at once; the per-group loop below then starts at the first word that fails (its message).
+    int64_t g = 0;
+    if (64 % p.group == 0) {
+      const int per_word = 64 / p.group;
+      for (; g + per_word <= first_tail; g += per_word) {
+        uint64_t word;
+        std::memcpy(&word, mask + g * p.group / 8, 8);
+        if (!all_fields_hold(word, p.group, p.keep)) break;
+      }
+    }
+    for (; g < groups; ++g) {
       uint64_t bits = format_detail::read_bits(mask, stride, g * p.group, p.group);
       const int count = format_detail::count_bits(bits);
       for (int slot = 0; g >= first_tail && slot < p.keep && bits != 0; ++slot, bits &= bits - 1) {

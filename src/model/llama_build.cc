@@ -242,7 +242,11 @@ Status check_finite(const TensorView& t, const std::string& name) {
   if (i < 0) return ok_status();
   float value = 0;
   convert_to_f32(t.dtype, t.data + static_cast<size_t>(i) * size, &value, 1);
-  return Error(name + ": element " + std::to_string(i) + " is " + std::to_string(value));
+  // A matrix's element by [row, column], as the other value errors name it.
+  const std::string where = t.shape.size() == 2 && t.shape[1] > 0
+                                ? "[" + std::to_string(i / t.shape[1]) + ", " + std::to_string(i % t.shape[1]) + "]"
+                                : std::to_string(i);
+  return Error(name + ": element " + where + " is " + std::to_string(value));
 }
 
 namespace {
@@ -427,7 +431,9 @@ struct Weight {
   std::shared_ptr<const void> owner;  // what keeps `view` alive when it lies in the file's mapping
 };
 
-Result<Weight> load_weight(const ModelTensors& src, const std::string& name, const Shape& shape) {
+// finite = false where the caller prunes the weight at once: pruning finds a NaN or infinity itself
+// and names its row and column (a pass over the weight saved).
+Result<Weight> load_weight(const ModelTensors& src, const std::string& name, const Shape& shape, bool finite = true) {
   if (src.stored) {
     if (auto stored = src.stored(name)) {
       if (auto dtype = float_dtype(stored->type)) {
@@ -435,7 +441,7 @@ Result<Weight> load_weight(const ModelTensors& src, const std::string& name, con
           return Error(name + ": shape " + shape_str(stored->shape) + " does not match the model's " + shape_str(shape));
         }
         const TensorView view{*dtype, shape, stored->data};
-        NMKIT_TRY(check_finite(view, name));
+        if (finite) NMKIT_TRY(check_finite(view, name));
         return Weight{Tensor(), view, stored->owner};
       }
     }
@@ -513,7 +519,7 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTenso
       for (size_t i = 0; i < 7; ++i) {
         if (model::kLinearGroup[i] != g) continue;
         const std::string name = model::block_tensor_name(b, block_linear_names()[i]);
-        auto w = model::load_weight(tensors, name, model::linear_shape(params, static_cast<int>(i)));
+        auto w = model::load_weight(tensors, name, model::linear_shape(params, static_cast<int>(i)), !options.pattern);
         if (!w.ok()) return w.error();
         weights[i] = std::move(*w);
         if (options.pattern) {

@@ -144,6 +144,22 @@ TEST(ValidateRows, NamesTheFirstBadRowWhateverTheThreads) {
   expect_error(validate(s, "q"), {"row 2100,", "group 2", "nibble 15"});
 }
 
+// Groups that divide 64 are counted a word at a time; a wrong count anywhere in a word is still
+// found and named (group sizes 2 to 32, the fault in the first, a middle and the last full word).
+TEST(ValidateNm, WordAtATimeCountsFindEveryBadGroup) {
+  for (const Pattern p : {Pattern{1, 2}, Pattern{2, 4}, Pattern{6, 8}, Pattern{5, 16}, Pattern{17, 32}}) {
+    const int64_t K = 3 * 64 + 5 * p.group + 3;  // three full words, then groups and a tail
+    const int64_t per_word = 64 / p.group;
+    for (const int64_t bad_group : {int64_t{1}, per_word + 2, 3 * per_word - 1}) {
+      NMPacked nm = packed_nm(5, K, p, 30 + static_cast<uint64_t>(bad_group));
+      ASSERT_TRUE(validate(nm, "m").ok()) << p.str();
+      const int64_t bit = bad_group * p.group + 1;
+      nm.mask.as<uint8_t>()[3 * nm.mask_stride() + bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
+      expect_error(validate(nm, "m"), {"row 3,", "group " + std::to_string(bad_group) + " has"});
+    }
+  }
+}
+
 TEST(Compress, RejectsBadInputs) {
   const Tensor i = Tensor::zeros(DType::I16, {2, 8});
   expect_error(compress_sparse24(i.view(), "x").ok() ? Status() : compress_sparse24(i.view(), "x").error(),

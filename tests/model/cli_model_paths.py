@@ -238,6 +238,15 @@ def item5_values(tmp, rng):
     check("5: --dtype bf16 holds it", nmkit("convert", src, "-o", os.path.join(tmp, "bf16.gguf"), "--dtype",
                                             "bf16").returncode == 0)
     text = os.path.join(tmp, "prose.txt")
+    def nan(t):
+        t["blk.0.ffn_up.weight"][2, 5] = float("nan")
+    nan_model = os.path.join(tmp, "nan.gguf")
+    write_model(nan_model, rng, edit=nan)
+    # Pruned on load, the weight is not scanned before pruning: pruning itself names the value.
+    for extra in ([], ["--weights", "int8"], ["--pattern", "2:4", "--format", "sparse24"],
+                  ["--pattern", "6:8", "--format", "nm", "--weights", "int8"]):
+        expect_error(f"5: eval of a NaN weight {' '.join(extra)}", nmkit("eval", nan_model, "--text", text, "--ctx", "64", *extra),
+                     "blk.0.ffn_up.weight", "2", "5", "nan")
     for key, kwargs in (("layer_norm_rms_epsilon", dict(rms_eps=float("inf"))),
                         ("rope.freq_base", dict(rope_base=float("inf")))):
         bad = os.path.join(tmp, "inf.gguf")
