@@ -35,11 +35,11 @@ bench: build
 # llama-perplexity and by nmkit eval); then decode speeds (nmkit's forms, then llama-bench), after every
 # perplexity; then the table and docs/accuracy.png/.svg. CHUNKS=0 evaluates the whole text (slow);
 # THREADS=1 times decode on one thread (nmkit and llama-bench) where other jobs load the cores;
-# ADMM= skips ADMM (about 15 minutes on a loaded 2-core machine); RESUME=FILE takes the rows an earlier
+# ADMM= skips ADMM (4 minutes at 6:8 on a quiet 2-core machine; 8 and 15 at 4:8 and 2:4 loaded); RESUME=FILE takes the rows an earlier
 # (partial) bench accuracy JSON holds instead of running them again.
 CHUNKS ?= 32
 PATTERNS ?= 6:8,4:8,2:4
-ADMM ?= 6:8
+ADMM ?= 6:8,4:8,2:4
 ACCURACY_JSON ?= build/accuracy.json
 CHART ?= docs/accuracy
 accuracy: build

@@ -150,7 +150,7 @@ void sparse24_block(const LinearCall& call, int64_t b, int64_t m0) {
 // VBMI2; register form) from a full 64-byte load (the packed slack covers the last), then the dense
 // vpdpbusd. 6:8 streams 56 bytes per row and 64 K against dense's 64 (0.875). kOneStep: the group
 // divides 64, so a superchunk is one step and the kernel one loop over them (written as the general
-// two loops, GCC stored the accumulators every step: docs/data.md "nm bf16 x bf16").
+// two loops, GCC stored the accumulators every step: docs/data.md "The gap, found").
 template <int Mc, bool kOneStep>
 void nm_block(const LinearCall& call, int64_t b, int64_t m0) {
   const PackedLinear& w = *call.w;

@@ -29,7 +29,7 @@ inline __m512 load16(const uint16_t* p) {
 // step of a record holds 16 / group * keep values (a padding group has no mask bits: its slots expand
 // to zero), a superchunk is one chunk of 32 K, and a row's values start at a known offset; otherwise each row's pointer advances by its
 // mask's count. (With the pointers in an array the loop stored them, and the sums, every step:
-// docs/data.md "nm bf16 x bf16".)
+// docs/data.md "The gap, found".)
 template <int Mc, class T, bool kFixedStep, class Expand>
 void nm_block(const LinearCall& call, int64_t b, int64_t m0, const Expand& expand) {
   const PackedLinear& w = *call.w;

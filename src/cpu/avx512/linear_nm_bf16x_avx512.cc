@@ -12,8 +12,6 @@
 #endif
 #include <immintrin.h>
 
-#include <cstring>
-
 #include "cpu/linear_common.h"
 #include "cpu/linear_kernels.h"
 
@@ -22,8 +20,9 @@ namespace {
 
 // Tokens m0..m0+Mc of row block b, streaming the block's masks and values once. kOneStep: the group
 // divides 32, so a superchunk is one 32-wide step and the kernel is one loop over them; otherwise
-// each step of a superchunk counts its mask bits to find its values. (GCC stored the accumulators
-// every step when the one-step loop was written as the general one: docs/data.md "nm bf16 x bf16".)
+// each step of a superchunk counts its mask bits to find its values. Masks are read as typed words:
+// with byte-wise reads (which may alias the sums) and per-row pointers in an array, GCC stored the
+// accumulators every step (docs/data.md "The gap, found").
 template <int Mc, bool kOneStep>
 void nm_bf16x_block(const LinearCall& call, int64_t b, int64_t m0) {
   const PackedLinear& w = *call.w;
