@@ -15,6 +15,10 @@ namespace {
 
 int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 
+// Rows of width K handed to a thread at a time by the packers' parallel loops: about 64K elements,
+// enough to amortise the hand-off, few enough to balance.
+int64_t rows_per_task(int64_t K) { return std::max<int64_t>(1, 65536 / std::max<int64_t>(1, K)); }
+
 // The dtype a weight is packed in: f16 has no kernels, so it is widened to f32 exactly.
 Result<DType> packed_dtype(DType dtype, const std::string& what) {
   if (dtype == DType::F32 || dtype == DType::F16) return DType::F32;
@@ -161,7 +165,7 @@ Result<std::unique_ptr<PackedLinear>> pack_sparse24(const Sparse24& weight) {
   const bool same_dtype = weight.dtype() == *dtype;
   // Rows in parallel, each writing its own records. A record is the canonical layout of its 8
   // groups: slot s's nibble at bit 4s (the canonical meta bytes, little-endian), values in order.
-  parallel_for(weight.rows(), std::max<int64_t>(1, 65536 / std::max<int64_t>(1, packed->K_x)), [&](int64_t r0, int64_t r1) {
+  parallel_for(weight.rows(), rows_per_task(packed->K_x), [&](int64_t r0, int64_t r1) {
     for (int64_t row = r0; row < r1; ++row) {
       const int64_t b = row / kLinearRowBlock, r = row % kLinearRowBlock;
       const uint8_t* row_meta = meta + row * weight.meta_stride();
@@ -215,7 +219,7 @@ std::unique_ptr<PackedLinear> nm_records(const NMPacked& weight, const Tensor& v
   // Rows in parallel, each writing only its own records. A superchunk is a whole number of bytes of
   // mask (chunks are multiples of 8 K), so its bits copy byte for byte; a source row has no bits
   // past K_pad (validate), so the bytes past its end stay zero.
-  parallel_for(weight.rows(), std::max<int64_t>(1, 65536 / std::max<int64_t>(1, packed->K_x)), [&](int64_t r0, int64_t r1) {
+  parallel_for(weight.rows(), rows_per_task(packed->K_x), [&](int64_t r0, int64_t r1) {
     for (int64_t row = r0; row < r1; ++row) {
       const int64_t b = row / kLinearRowBlock;
       const int r = static_cast<int>(row % kLinearRowBlock);
@@ -312,7 +316,7 @@ Result<std::unique_ptr<PackedLinear>> pack_dense_int8(const std::vector<Quantize
   for (const Quantized& part : parts) {
     const auto* src = part.codes.as<int8_t>();
     std::memcpy(scales.as<float>() + row, part.scales.data(), static_cast<size_t>(part.codes.rows()) * 4);
-    parallel_for(part.codes.rows(), std::max<int64_t>(1, 65536 / std::max<int64_t>(1, K)), [&](int64_t r0, int64_t r1) {
+    parallel_for(part.codes.rows(), rows_per_task(K), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         std::memcpy(dst + (row + r) * packed->K_x, src + r * K, static_cast<size_t>(K));
         int32_t sum = 0;
@@ -354,7 +358,7 @@ Result<std::unique_ptr<PackedLinear>> pack_sparse24_int8(const QuantizedSparse24
   // Rows in parallel: a row's records (values and meta words) belong to it alone. Within a record
   // the layout is the canonical one, chunk by chunk: slot s's nibble is bit 4s of the record's meta
   // (the canonical meta bytes, little-endian) and its values follow in order, so a chunk copies.
-  parallel_for(w.rows(), std::max<int64_t>(1, 65536 / std::max<int64_t>(1, packed->K_x)), [&](int64_t r0, int64_t r1) {
+  parallel_for(w.rows(), rows_per_task(packed->K_x), [&](int64_t r0, int64_t r1) {
     auto* meta_bytes = packed->meta.as<uint8_t>();
     for (int64_t row = r0; row < r1; ++row) {
       const int64_t b = row / kLinearRowBlock, r = row % kLinearRowBlock;
@@ -389,7 +393,7 @@ Result<std::unique_ptr<PackedLinear>> pack_nm_int8(const NMPacked& weight, const
   NMKIT_TRY(check_int8(packed->K_x, "int8 nm weight"));
   std::vector<int32_t> sums(static_cast<size_t>(packed->rows), 0);
   const auto* codes = values.codes.as<int8_t>();
-  parallel_for(packed->rows, std::max<int64_t>(1, 65536 / std::max<int64_t>(1, per_row)), [&](int64_t r0, int64_t r1) {
+  parallel_for(packed->rows, rows_per_task(per_row), [&](int64_t r0, int64_t r1) {
     for (int64_t row = r0; row < r1; ++row) {
       int32_t sum = 0;
       for (int64_t i = 0; i < per_row; ++i) sum += codes[row * per_row + i];
