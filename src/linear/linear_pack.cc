@@ -19,6 +19,14 @@ int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1
 // enough to amortise the hand-off, few enough to balance.
 int64_t rows_per_task(int64_t K) { return std::max<int64_t>(1, 65536 / std::max<int64_t>(1, K)); }
 
+// The canonical meta nibbles of n groups (a record's first n slots) copied into a record's meta,
+// which holds them in the same order, two to a byte; an odd last group shares its byte with the
+// first padding slot, which keeps (0, 1) (the record was filled with 0x44 bytes).
+void copy_nibbles(uint8_t* record_meta, const uint8_t* canonical, int64_t n) {
+  std::memcpy(record_meta, canonical, static_cast<size_t>(n / 2));
+  if (n % 2 == 1) record_meta[n / 2] = static_cast<uint8_t>((canonical[n / 2] & 0x0Fu) | 0x40u);
+}
+
 // The dtype a weight is packed in: f16 has no kernels, so it is widened to f32 exactly.
 Result<DType> packed_dtype(DType dtype, const std::string& what) {
   if (dtype == DType::F32 || dtype == DType::F16) return DType::F32;
@@ -172,10 +180,7 @@ Result<std::unique_ptr<PackedLinear>> pack_sparse24(const Sparse24& weight) {
       for (int64_t g0 = 0; g0 < groups; g0 += 8) {
         const int64_t record = (b * chunks + g0 / 8) * kLinearRowBlock + r;
         const int64_t n = std::min<int64_t>(8, groups - g0);
-        auto* word = reinterpret_cast<uint8_t*>(words + record);
-        std::memcpy(word, row_meta + g0 / 2, static_cast<size_t>(n / 2));
-        // An odd last group shares its byte with the first padding group, which keeps (0, 1).
-        if (n % 2 == 1) word[n / 2] = static_cast<uint8_t>((row_meta[(g0 + n) / 2] & 0x0Fu) | 0x40u);
+        copy_nibbles(reinterpret_cast<uint8_t*>(words + record), row_meta + g0 / 2, n);
         if (same_dtype) {
           std::memcpy(packed->values.data.get() + static_cast<size_t>(record * 16) * size,
                       src + static_cast<size_t>(row * value_stride + 2 * g0) * size, static_cast<size_t>(2 * n) * size);
@@ -368,9 +373,7 @@ Result<std::unique_ptr<PackedLinear>> pack_sparse24_int8(const QuantizedSparse24
         const int64_t k = sparse24_int8_k(*packed, b, g0 / 32, r);
         const int64_t n = std::min<int64_t>(32, groups - g0);
         std::memcpy(dst + k / 2, row_values + 2 * g0, static_cast<size_t>(2 * n));
-        std::memcpy(meta_bytes + k / 8, row_meta + g0 / 2, static_cast<size_t>(n / 2));
-        // An odd last group shares its byte with the first padding group, which keeps (0, 1).
-        if (n % 2 == 1) meta_bytes[k / 8 + n / 2] = static_cast<uint8_t>((row_meta[(g0 + n) / 2] & 0x0Fu) | 0x40u);
+        copy_nibbles(meta_bytes + k / 8, row_meta + g0 / 2, n);
       }
       int32_t sum = 0;
       for (int64_t i = 0; i < 2 * groups; ++i) sum += row_values[i];

@@ -242,11 +242,11 @@ Status check_finite(const TensorView& t, const std::string& name) {
   if (i < 0) return ok_status();
   float value = 0;
   convert_to_f32(t.dtype, t.data + static_cast<size_t>(i) * size, &value, 1);
-  // A matrix's element by [row, column], as the other value errors name it.
+  // A matrix's value by row and column, as pruning names one it finds.
   const std::string where = t.shape.size() == 2 && t.shape[1] > 0
-                                ? "[" + std::to_string(i / t.shape[1]) + ", " + std::to_string(i % t.shape[1]) + "]"
-                                : std::to_string(i);
-  return Error(name + ": element " + where + " is " + std::to_string(value));
+                                ? "row " + std::to_string(i / t.shape[1]) + ", column " + std::to_string(i % t.shape[1])
+                                : "element " + std::to_string(i);
+  return Error(name + ": " + where + " is " + std::to_string(value));
 }
 
 namespace {

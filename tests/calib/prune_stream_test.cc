@@ -80,6 +80,17 @@ void write_calib_text(const std::string& path, uint64_t seed) {
   for (int i = 0; i < 600; ++i) out << (space(rng) == 0 ? ' ' : static_cast<char>(c(rng)));
 }
 
+// 2:4 by `method`, calibrated on 3 sequences of 16 tokens of `text`.
+CalibTextOptions calib_options(CalibMethod method, const std::string& text) {
+  CalibTextOptions o;
+  o.method = method;
+  o.pattern = *Pattern::parse("2:4");
+  o.text_path = text;
+  o.n_seq = 3;
+  o.seq_len = 16;
+  return o;
+}
+
 TEST_P(PruneStream, WritesWhatTheWholeModelPathWrote) {
   const auto [method, hf, backwards] = GetParam();
   const LlamaParams p = params();
@@ -87,12 +98,7 @@ TEST_P(PruneStream, WritesWhatTheWholeModelPathWrote) {
   write_tiny_gguf(model, p, "gpt2", backwards);
   const std::string text = (dir_ / "calib.txt").string();
   write_calib_text(text, 11);
-  CalibTextOptions o;
-  o.method = method;
-  o.pattern = *Pattern::parse("2:4");
-  o.text_path = text;
-  o.n_seq = 3;
-  o.seq_len = 16;
+  CalibTextOptions o = calib_options(method, text);
   // The whole-model path calibrates in f32; Wanda's streamed passes default to bf16 (design.md 12).
   o.pass_weights = DType::F32;
   std::vector<int64_t> blocks;
@@ -161,12 +167,7 @@ TEST_F(PruneFiles, WandaPassesDefaultToBf16) {
     std::map<std::string, std::string> bytes;
     for (const auto& [name, pass] : std::vector<std::pair<std::string, std::optional<DType>>>{
              {"default", std::nullopt}, {"bf16", DType::BF16}, {"f32", DType::F32}}) {
-      CalibTextOptions o;
-      o.method = method;
-      o.pattern = *Pattern::parse("2:4");
-      o.text_path = text;
-      o.n_seq = 3;
-      o.seq_len = 16;
+      CalibTextOptions o = calib_options(method, text);
       o.pass_weights = pass;
       const fs::path out = dir / (name + ".gguf");
       auto got = prune_model_to(model, out.string(), o, DType::F32);

@@ -246,7 +246,7 @@ def item5_values(tmp, rng):
     for extra in ([], ["--weights", "int8"], ["--pattern", "2:4", "--format", "sparse24"],
                   ["--pattern", "6:8", "--format", "nm", "--weights", "int8"]):
         expect_error(f"5: eval of a NaN weight {' '.join(extra)}", nmkit("eval", nan_model, "--text", text, "--ctx", "64", *extra),
-                     "blk.0.ffn_up.weight", "2", "5", "nan")
+                     "blk.0.ffn_up.weight", "row 2, column 5 is nan")
     for key, kwargs in (("layer_norm_rms_epsilon", dict(rms_eps=float("inf"))),
                         ("rope.freq_base", dict(rope_base=float("inf")))):
         bad = os.path.join(tmp, "inf.gguf")
