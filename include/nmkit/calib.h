@@ -150,6 +150,26 @@ Result<ReconstructResult> reconstruct_kept(const TensorView& w, Tensor& pruned, 
                                            int iterations, double damping = 0.01,
                                            std::string_view name = "");
 
+// In-group swaps (docs/design.md 12.3) on `pruned` (its non-zeros are the mask): in each row, a
+// kept and a pruned weight of one group trade places, the newly kept one at its best value with
+// the rest held, whenever the exact change of the damped objective trace((W - Wp) Hd (W - Wp)^T)
+// is negative; each group applies its best swap per pass, passes repeat until none pays (or
+// max_passes). Every group's count of non-zeros is unchanged. If rounding to the dtype made the
+// objective rise, the input is left as it was and `reverted` is set.
+struct SwapOptions {
+  double damping = 0.01;  // as SparseGPT's, so that every step sees one objective
+  int max_passes = 16;
+};
+struct SwapResult {
+  PruneSums sums;     // section 3 sums of the final mask over the original weights
+  int64_t swaps = 0;  // applied
+  int passes = 0;     // the most any row ran
+  double objective_before = 0, objective_after = 0;
+  bool reverted = false;
+};
+Result<SwapResult> swap_in_groups(const TensorView& w, Tensor& pruned, const double* H, Pattern pattern,
+                                  const SwapOptions& options = {}, std::string_view name = "");
+
 // ||X W^T - X Wp^T||_F / ||X W^T||_F over the inputs whose Hessian is H (K x K, both triangles):
 // sqrt(trace(D H D^T) / trace(W H W^T)) with D = W - Wp. 0 when X W^T is zero.
 Result<double> output_error(const TensorView& w, const TensorView& pruned, const double* H);

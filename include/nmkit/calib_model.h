@@ -27,6 +27,9 @@ enum class CalibMethod { Magnitude, Wanda, SparseGpt, Admm };
 Result<CalibMethod> parse_calib_method(std::string_view text);  // "magnitude" | "wanda" | "sparsegpt" | "admm"
 std::string_view calib_method_name(CalibMethod method);
 bool needs_calibration(CalibMethod method);  // wanda, sparsegpt and admm
+// Whether pruning runs calibration passes: every method but magnitude, and magnitude followed by a
+// refit or in-group swaps (both need the inputs' Hessian).
+bool needs_calibration_passes(CalibMethod method, int refit_steps, bool swaps);
 
 // n_seq sequences of seq_len tokens from a tokenized calibration text: windows spread evenly over
 // the text (window i starts at i * floor(n_tokens / n_seq)), so they sample all of it. Fewer than
@@ -51,6 +54,10 @@ struct CalibOptions {
   // Beyond the papers: after the mask, refit the kept weights by least squares on the calibration
   // inputs (reconstruct_kept, this many CG steps; 0: off). Needs the full Hessian, also for Wanda.
   int refit_steps = 0;
+  // In-group swaps (docs/design.md 12.3, swap_in_groups) after the mask and before the refit: a kept
+  // and a pruned weight of one group trade places while the exact change of the output error says
+  // so. Needs the full Hessian, also for Wanda and magnitude.
+  bool swaps = false;
   // Which block linears to prune, by GGUF name (blk.B.attn_q.weight); unset: all of them. The
   // others stay as they are (and are not in the report). Needs format Dense.
   std::function<bool(std::string_view name)> selected;
@@ -78,6 +85,7 @@ struct LinearReport {
   std::optional<double> output_error;  // ||XW^T - XWp^T||_F / ||XW^T||_F on calibration inputs
   int64_t error_tokens = 0;  // tokens the output error was measured on
   std::optional<double> refit_before;  // output error before the refit (refit_steps > 0)
+  int64_t swaps = 0;         // in-group swaps applied (CalibOptions::swaps)
   double seconds = 0;        // pruning (and its share of the Cholesky), not the forward passes
   double damping = 0;        // SparseGPT and ADMM only
   int64_t dead_inputs = 0;
@@ -100,6 +108,7 @@ struct CalibTimes {  // seconds
   double cholesky = 0;  // SparseGPT's factor, ADMM's A^-1
   double prune = 0;     // SparseGPT updates / ADMM iterations / Wanda and magnitude selection, and metrics
   double refit = 0;     // least-squares refit of the kept weights
+  double swap = 0;      // in-group swaps
   double error = 0;     // output errors
   double pack = 0;      // replacing the model's linears
   double permute = 0;   // choosing and applying the free permutations
@@ -112,6 +121,7 @@ struct CalibReport {
   CalibTimes seconds;
   int64_t n_seq = 0, seq_len = 0;
   int refit_steps = 0;
+  bool swaps = false;
 };
 
 // Calibrated pruning one block at a time: each next_block() gathers block b's statistics from one

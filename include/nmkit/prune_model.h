@@ -24,11 +24,12 @@ namespace nmkit {
 struct CalibTextOptions {
   CalibMethod method = CalibMethod::SparseGpt;
   Pattern pattern;
-  // The calibration text (UTF-8): needed by wanda, sparsegpt and admm, and by any method with refit_steps.
+  // The calibration text (UTF-8): needed by wanda, sparsegpt and admm, and by any method with refit_steps or swaps.
   std::string text_path;
   int64_t n_seq = 64;     // calibration sequences...
   int64_t seq_len = 256;  // ...of this many tokens, windows spread over the text
   int refit_steps = 0;    // CalibOptions::refit_steps
+  bool swaps = false;     // CalibOptions::swaps
   AdmmOptions admm;       // CalibOptions::admm
   bool output_error = true;  // CalibOptions::output_error
   // CalibOptions::wanda_error_tokens: Wanda's output-error report costs a Hessian of these tokens.

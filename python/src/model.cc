@@ -197,6 +197,7 @@ scored. A text of fewer than 2 * ctx tokens raises nmkit.Error.)")
               "||W - W_pruned||_F / ||W||_F, with SparseGPT's updates.")
       .def_ro("output_error", &LinearReport::output_error,
               "||XW^T - XW_pruned^T||_F / ||XW^T||_F on the calibration inputs (None without them).")
+      .def_ro("swaps", &LinearReport::swaps, "In-group swaps applied (swaps=True).")
       .def_ro("seconds", &LinearReport::seconds);
 
   nb::class_<PruneModelReport>(m, "PruneModelReport", "What prune_model did, linear by linear.")
@@ -210,9 +211,10 @@ scored. A text of fewer than 2 * ctx tokens raises nmkit.Error.)")
       "prune_model",
       [](const std::filesystem::path& src, const std::filesystem::path& out, const std::string& pattern,
          const std::string& method, std::optional<std::filesystem::path> calib, int64_t calib_seqs, int64_t calib_len,
-         int refit, const std::string& dtype, nb::object progress, bool permute) {
+         int refit, const std::string& dtype, nb::object progress, bool permute, bool swaps) {
         CalibTextOptions options;
         options.permute = permute;
+        options.swaps = swaps;
         options.pattern = parse_pattern(pattern);
         options.method = unwrap(parse_calib_method(method));
         if (calib) options.text_path = calib->string();
@@ -240,14 +242,17 @@ scored. A text of fewer than 2 * ctx tokens raises nmkit.Error.)")
       nb::arg("src"), nb::arg("out"), nb::arg("pattern"), nb::arg("method") = "sparsegpt",
       nb::arg("calib") = nb::none(), nb::arg("calib_seqs") = 64, nb::arg("calib_len") = 256, nb::arg("refit") = 0,
       nb::arg("dtype") = "f32", nb::arg("progress") = nb::none(), nb::arg("permute") = false,
+      nb::arg("swaps") = false,
       R"(Prunes every attention and MLP linear of the model ``src`` (GGUF file or Hugging Face folder)
-to ``pattern`` with ``method`` ("magnitude", "wanda" or "sparsegpt", calibrated block by block on
+to ``pattern`` with ``method`` ("magnitude", "wanda", "sparsegpt" or "admm", calibrated block by block on
 the UTF-8 text file ``calib``: calib_seqs sequences of calib_len tokens) and writes ``out`` by its
 form: OUT.gguf (GGUF source), a folder (Hugging Face layout), or OUT.safetensors (Hugging Face
 source), tensors in ``dtype`` (f32, f16, bf16) — exactly as `nmkit prune MODEL` does.
 progress(stage, done, total) is called per block ("prune") and per tensor written ("write").
 permute: reorder each block's feed-forward and value channels first so that the masks of down and
 output projections keep more (the model computes the same function; `nmkit prune --permute`).
+swaps: after each linear's mask, trade kept and pruned weights within a group while the output
+error on the calibration inputs falls (`nmkit prune --swaps`).
 Atomic: on any error or Ctrl-C nothing is written.)");
 
   m.def(

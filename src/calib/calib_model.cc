@@ -63,6 +63,9 @@ std::string_view calib_method_name(CalibMethod method) {
 }
 
 bool needs_calibration(CalibMethod method) { return method != CalibMethod::Magnitude; }
+bool needs_calibration_passes(CalibMethod method, int refit_steps, bool swaps) {
+  return needs_calibration(method) || refit_steps > 0 || swaps;
+}
 
 Result<std::vector<int32_t>> calibration_sequences(const std::vector<int32_t>& tokens, int64_t n_seq,
                                                    int64_t seq_len, std::string_view what) {
@@ -97,7 +100,7 @@ struct ModelCalibrator::State {
   Clock::time_point started;
   BlockPermutation perm;  // the current block's (docs/design.md 12.2)
 
-  bool calibrated() const { return needs_calibration(options.method) || options.refit_steps > 0; }
+  bool calibrated() const { return needs_calibration_passes(options.method, options.refit_steps, options.swaps); }
   bool selected(int64_t b, const std::string& name) const {
     return !options.selected || options.selected(tensor_name(b, name));
   }
@@ -130,6 +133,7 @@ Result<ModelCalibrator> ModelCalibrator::start(LlamaModel& model, std::vector<in
   s->report.n_seq = n_seq;
   s->report.seq_len = seq_len;
   s->report.refit_steps = s->options.refit_steps;
+  s->report.swaps = s->options.swaps;
   if (s->options.format != CalibLinearFormat::Dense) s->packed_pattern = s->options.pattern;
   if (s->options.permute) NMKIT_TRY(check_permutable(model.params()));
   if (s->options.selected && s->options.format != CalibLinearFormat::Dense) {
@@ -137,7 +141,7 @@ Result<ModelCalibrator> ModelCalibrator::start(LlamaModel& model, std::vector<in
     return Error("calibration: a selection of linears (CalibOptions::selected) needs the dense format");
   }
   s->full_hessian = s->options.method == CalibMethod::SparseGpt || s->options.method == CalibMethod::Admm ||
-                    s->options.refit_steps > 0;
+                    s->options.refit_steps > 0 || s->options.swaps;
   if (s->calibrated()) {
     const int64_t n = n_seq * seq_len, d = model.params().n_embd;
     if (n_seq < 1 || seq_len < 1 || static_cast<int64_t>(tokens.size()) != n) {
@@ -222,6 +226,19 @@ Status ModelCalibrator::State::prune_linear(int64_t b, const std::string& name, 
   const double prune_seconds = seconds_since(tp);
   times.prune += prune_seconds;
   lr.seconds = prune_seconds + chol_share;
+  if (options.swaps) {
+    const auto ts = Clock::now();
+    SwapOptions so;
+    so.damping = options.sparsegpt.damping;
+    auto swapped = swap_in_groups(w, pruned, H.data(), options.pattern, so, full);
+    if (!swapped.ok()) return swapped.error();
+    lr.sums = swapped->sums;
+    lr.swaps = swapped->swaps;
+    lr.weight_relative_error = relative_difference(w, pruned);
+    const double swap_seconds = seconds_since(ts);
+    times.swap += swap_seconds;
+    lr.seconds += swap_seconds;
+  }
   if (options.refit_steps > 0) {
     if (options.output_error) {
       const auto te = Clock::now();

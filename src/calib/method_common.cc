@@ -61,23 +61,14 @@ Result<std::vector<float>> finite_f32(const TensorView& w, std::string_view name
   return out;
 }
 
-Result<MovedWeights> moved_weights(const TensorView& w, const std::vector<float>& original,
-                                   const std::vector<double>& values, const std::vector<uint8_t>& kept,
-                                   std::string_view method, std::string_view name) {
-  const int64_t rows = w.rows(), K = w.cols();
-  MovedWeights out;
-  std::vector<float> pruned(static_cast<size_t>(rows * K));
+PruneSums kept_sums(const std::vector<float>& original, const std::vector<uint8_t>& kept, int64_t rows,
+                    int64_t K) {
+  PruneSums sums;
   std::vector<int32_t> kept32(static_cast<size_t>(K));
   for (int64_t r = 0; r < rows; ++r) {
-    const float* orig = original.data() + r * K;
-    float* dst = pruned.data() + r * K;
-    for (int64_t k = 0; k < K; ++k) {
-      const bool keep = kept[r * K + k] != 0;
-      dst[k] = keep ? static_cast<float>(values[r * K + k]) : 0.0f;
-      kept32[k] = keep ? 1 : 0;
-    }
+    for (int64_t k = 0; k < K; ++k) kept32[k] = kept[r * K + k] != 0 ? 1 : 0;
     prune_detail::RowSums lanes;
-    lanes.add(orig, kept32.data(), K);
+    lanes.add(original.data() + r * K, kept32.data(), K);
     PruneSums rs;
     rs.total_count = K;
     rs.pruned_count = K - lanes.kept;
@@ -85,8 +76,22 @@ Result<MovedWeights> moved_weights(const TensorView& w, const std::vector<float>
     rs.abs_pruned = prune_detail::RowSums::total(lanes.abs_pruned);
     rs.sq_pruned = prune_detail::RowSums::total(lanes.sq_pruned);
     rs.sq_total = prune_detail::RowSums::total(lanes.sq_kept) + rs.sq_pruned;
-    out.sums += rs;
+    sums += rs;
   }
+  return sums;
+}
+
+Result<MovedWeights> moved_weights(const TensorView& w, const std::vector<float>& original,
+                                   const std::vector<double>& values, const std::vector<uint8_t>& kept,
+                                   std::string_view method, std::string_view name) {
+  const int64_t rows = w.rows(), K = w.cols();
+  MovedWeights out;
+  std::vector<float> pruned(static_cast<size_t>(rows * K));
+  for (int64_t r = 0; r < rows; ++r) {
+    float* dst = pruned.data() + r * K;
+    for (int64_t k = 0; k < K; ++k) dst[k] = kept[r * K + k] != 0 ? static_cast<float>(values[r * K + k]) : 0.0f;
+  }
+  out.sums = kept_sums(original, kept, rows, K);
   out.pruned = Tensor::empty(w.dtype, w.shape);
   convert_from_f32(w.dtype, pruned.data(), out.pruned.data(), pruned.size());
   const std::vector<float> stored = out.pruned.to_f32();  // after rounding to the weight's dtype

@@ -34,6 +34,9 @@ Result<CheckedHessian> checked_hessian(const double* H, int64_t K, double dampin
 // non-finite element (row-major order).
 Result<std::vector<float>> finite_f32(const TensorView& w, std::string_view name);
 
+// Section 3 sums of the mask `kept` (rows * K bytes, non-zero = kept) over `original` (float32).
+PruneSums kept_sums(const std::vector<float>& original, const std::vector<uint8_t>& kept, int64_t rows, int64_t K);
+
 struct MovedWeights {
   Tensor pruned;  // dtype and shape of w
   PruneSums sums;  // section 3 sums of the mask over the ORIGINAL weights

@@ -24,6 +24,7 @@ CalibOptions calib_options(const CalibTextOptions& o) {
   options.method = o.method;
   options.format = o.format;
   options.refit_steps = o.refit_steps;
+  options.swaps = o.swaps;
   options.admm = o.admm;
   options.wanda_error_tokens = o.wanda_error_tokens;
   options.output_error = o.output_error;
@@ -33,7 +34,7 @@ CalibOptions calib_options(const CalibTextOptions& o) {
   return options;
 }
 
-bool calibrated(const CalibTextOptions& o) { return needs_calibration(o.method) || o.refit_steps > 0; }
+bool calibrated(const CalibTextOptions& o) { return needs_calibration_passes(o.method, o.refit_steps, o.swaps); }
 // Whether prune_model_to builds the model and runs the calibrator: every calibrated method, and
 // magnitude with --permute (the permutation of a block is chosen before its linears are written).
 bool builds_model(const CalibTextOptions& o) { return calibrated(o) || o.permute; }

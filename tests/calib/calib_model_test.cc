@@ -13,6 +13,7 @@
 #include <random>
 
 #include "nmkit/calib_model.h"
+#include "nmkit/format.h"
 #include "tests/util/random.h"
 
 namespace nmkit {
@@ -267,6 +268,54 @@ TEST(CalibModel, AdmmBeatsSparseGptOnBlockZeroAndErrorsOnlyWhenAsked) {
   EXPECT_GT(squares[1], 0);
   EXPECT_LT(squares[1], squares[0]);
   for (size_t j = 0; j < 7; ++j) EXPECT_TRUE(same_bits(weights[j].view(), weights[j + 7].view())) << j;
+}
+
+// In-group swaps through the driver (docs/design.md 12.3), after every method: block 0's output
+// error of each linear never rises and falls in total, the swaps are counted, magnitude with swaps
+// runs the passes (its errors are reported), and every group still keeps at most the pattern's count.
+TEST(CalibModel, SwapsLowerBlockZeroErrorsAfterEveryMethodAndKeepThePattern) {
+  const auto tensors = tiny_tensors(tiny_params(), 12);
+  const std::vector<int32_t> tokens = random_tokens(kSeqs * kLen, 13);
+  const Pattern pattern{6, 8};
+  for (CalibMethod method : {CalibMethod::Magnitude, CalibMethod::Wanda, CalibMethod::SparseGpt}) {
+    SCOPED_TRACE(std::string(calib_method_name(method)));
+    std::map<std::string, double> errors[2];
+    for (int swaps = 0; swaps < 2; ++swaps) {
+      LlamaModel model = build(tensors);
+      CalibOptions o;
+      o.pattern = pattern;
+      o.method = method;
+      o.swaps = swaps == 1;
+      o.refit_steps = method == CalibMethod::Magnitude && swaps == 0 ? 1 : 0;  // magnitude: a Hessian too
+      auto report = calibrate_and_prune(model, tokens, kSeqs, kLen, o);
+      ASSERT_TRUE(report.ok()) << report.error().message();
+      int64_t applied = 0;
+      for (const LinearReport& l : report->linears) {
+        applied += l.swaps;
+        if (l.block != 0) continue;
+        ASSERT_TRUE(l.output_error.has_value()) << l.name;
+        // magnitude's reference is its error before the one refit step
+        errors[swaps][l.name] = method == CalibMethod::Magnitude && swaps == 0 ? *l.refit_before : *l.output_error;
+      }
+      EXPECT_EQ(applied > 0, swaps == 1);
+      EXPECT_EQ(report->swaps, swaps == 1);
+      for (int64_t b = 0; b < tiny_params().n_layer; ++b) {
+        for (const std::string& name : LlamaModel::block_linear_names()) {
+          auto w = model.dense_weight(b, name);
+          ASSERT_TRUE(w.ok());
+          EXPECT_FALSE(find_violation(*w, pattern).has_value()) << b << " " << name;
+        }
+      }
+    }
+    double before = 0, after = 0;
+    for (const auto& [name, e] : errors[0]) {
+      // swaps lower the damped objective; the undamped error may move by about the damping (1%)
+      EXPECT_LE(errors[1].at(name), e * 1.01) << name;
+      before += e * e;
+      after += errors[1].at(name) * errors[1].at(name);
+    }
+    EXPECT_LT(after, before);
+  }
 }
 
 // The model refuses non-finite weights on load, but finite ones can still overflow float32

@@ -19,6 +19,9 @@ void add_calib_flags(CLI::App& app, CalibFlags& flags) {
                  "After wanda/sparsegpt/admm, refit the kept weights by least squares on the calibration "
                  "inputs: conjugate-gradient steps per linear (0: off)")
       ->capture_default_str();
+  app.add_flag("--swaps", flags.swaps,
+               "After the mask (before --refit), swap a kept and a pruned weight of one group while the exact "
+               "change of the output error on the calibration inputs says so (docs/design.md 12.3)");
   app.add_flag("--permute", flags.permute,
                "Before pruning a block, reorder its feed-forward channels and each kv group's value channels "
                "so that the masks of ffn_down and attn_output keep the most importance (the model computes "
@@ -51,8 +54,9 @@ Result<CalibTextOptions> calib_text_options(Pattern pattern, CalibMethod method,
   options.seq_len = flags.len;
   options.refit_steps = flags.refit;
   options.permute = flags.permute;
+  options.swaps = flags.swaps;
   options.format = format;
-  if (needs_calibration(method) || flags.refit > 0) {
+  if (needs_calibration_passes(method, flags.refit, flags.swaps)) {
     auto path = calibration_text_path(flags.calib);
     if (!path.ok()) return path.error();
     options.text_path = *path;
@@ -99,6 +103,7 @@ nlohmann::json calib_report_json(const CalibRun& run, Pattern pattern, CalibMeth
       e["damping"] = l.damping;
       e["dead_inputs"] = l.dead_inputs;
     }
+    if (r.swaps) e["swaps"] = l.swaps;
     if (l.refit_before) {
       e["output_error_before_refit"] = *l.refit_before;
     }
@@ -115,11 +120,11 @@ nlohmann::json calib_report_json(const CalibRun& run, Pattern pattern, CalibMeth
               {"method", calib_method_name(method)},
               {"calibration",
                {{"text", run.text_path}, {"text_tokens", run.text_tokens}, {"sequences", r.n_seq},
-                {"sequence_length", r.seq_len}, {"refit_steps", r.refit_steps},
+                {"sequence_length", r.seq_len}, {"refit_steps", r.refit_steps}, {"swaps", r.swaps},
                 {"permute", !r.permutations.empty()}}},
               {"seconds",
                {{"total", t.total}, {"forward", t.forward}, {"statistics", t.stats}, {"cholesky", t.cholesky},
-                {"prune", t.prune}, {"refit", t.refit}, {"output_error", t.error}, {"pack", t.pack},
+                {"prune", t.prune}, {"swaps", t.swap}, {"refit", t.refit}, {"output_error", t.error}, {"pack", t.pack},
                 {"permute", t.permute}}},
               {"total",
                {{"pruned_count", tm.pruned_count}, {"total_count", tm.total_count},
@@ -133,8 +138,13 @@ std::string calib_summary(const CalibRun& run, Pattern pattern, CalibMethod meth
   const CalibReport& r = run.report;
   const CalibTimes& t = r.seconds;
   std::string what = fmt::format("{} {}", calib_method_name(method), pattern.str());
-  if (needs_calibration(method) || r.refit_steps > 0) {
+  if (needs_calibration_passes(method, r.refit_steps, r.swaps)) {
     what += fmt::format(" on {} x {} calibration tokens", r.n_seq, r.seq_len);
+  }
+  if (r.swaps) {
+    int64_t swaps = 0;
+    for (const LinearReport& l : r.linears) swaps += l.swaps;
+    what += fmt::format(", {} in-group swaps ({:.1f} s)", swaps, t.swap);
   }
   if (r.refit_steps > 0) what += fmt::format(", refit {} steps", r.refit_steps);
   if (!r.permutations.empty()) {

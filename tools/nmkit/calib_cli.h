@@ -27,6 +27,7 @@ struct CalibFlags {
   int64_t len = 256;
   int refit = 0;      // CG steps of the least-squares refit of the kept weights (0: off)
   bool permute = false;  // free channel permutations before pruning (docs/design.md 12.2)
+  bool swaps = false;    // in-group swaps after the mask (docs/design.md 12.3)
 };
 void add_calib_flags(CLI::App& app, CalibFlags& flags);
 

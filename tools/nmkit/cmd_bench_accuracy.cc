@@ -226,6 +226,13 @@ Result<nlohmann::json> load_resumed(const AccuracyArgs& args) {
       return Error(fmt::format("--resume {}: {} is {}, this run's {}", args.resume, key, doc[key].dump(), value.dump()));
     }
   }
+  // Flags later runs added: absent in an older JSON means off.
+  const std::pair<const char*, bool> flags[] = {{"permute", args.calib.permute}, {"swaps", args.calib.swaps}};
+  for (const auto& [key, value] : flags) {
+    if (doc.value(key, false) != value) {
+      return Error(fmt::format("--resume {}: {} is {}, this run's {}", args.resume, key, doc.value(key, false), value));
+    }
+  }
   for (const nlohmann::json& row : doc["rows"]) {
     if (!row.is_object() || !row["perplexity"].is_number() || !row["pattern"].is_string() ||
         !row["method"].is_string() || !row["eval_seconds"].is_number()) {
@@ -369,7 +376,8 @@ int run(const AccuracyArgs& args) {
     for (const Point& p : points) jpoints.push_back(point_json(p, decode));
     nlohmann::json doc = {{"model", args.model}, {"text", *text_path}, {"ctx", args.ctx}, {"chunks", args.chunks},
                           {"calib_seqs", args.calib.seqs}, {"calib_len", args.calib.len},
-                          {"refit", args.calib.refit}, {"decode_tokens", args.decode}, {"rounds", args.rounds},
+                          {"refit", args.calib.refit}, {"permute", args.calib.permute}, {"swaps", args.calib.swaps},
+                          {"decode_tokens", args.decode}, {"rounds", args.rounds},
                           {"threads", thread_count()}, {"complete", complete}, {"rows", rows}, {"points", jpoints}};
     auto file = prepare_text_file(args.json, doc.dump(2) + "\n");
     if (!file.ok()) return file.error();
@@ -398,9 +406,11 @@ int run(const AccuracyArgs& args) {
     if (it == decode.end()) return std::nullopt;
     return it->second;
   };
-  fmt::print("{} perplexity on {} (ctx {}{}), calibration {} x {} tokens{}\n", args.model, *text_path, args.ctx,
+  fmt::print("{} perplexity on {} (ctx {}{}), calibration {} x {} tokens{}{}{}\n", args.model, *text_path, args.ctx,
              args.chunks > 0 ? fmt::format(", {} chunks", args.chunks) : "", args.calib.seqs, args.calib.len,
-             args.calib.refit > 0 ? fmt::format(", refit {} steps", args.calib.refit) : "");
+             args.calib.swaps ? ", in-group swaps" : "",
+             args.calib.refit > 0 ? fmt::format(", refit {} steps", args.calib.refit) : "",
+             args.calib.permute ? ", permuted" : "");
   fmt::print("prune s = forward passes + Hessian/norms + Cholesky + mask and updates (+ output error, packing); "
              "decode: {} tokens after an 8-token prompt, median of {} interleaved rounds, {} threads, "
              "timed after every perplexity\n",

@@ -41,7 +41,8 @@ const bool registered = register_command({
         // wanda, sparsegpt and admm prune after the build, calibrated block by block (calib_cli.h).
         WeightFlags flags = args->weights;
         std::optional<CalibMethod> calibrated;
-        if (flags.method != "magnitude" || args->calib.permute) {  // magnitude --permute: the calibrator's
+        // magnitude with --permute, --swaps or --refit: the calibrator's too
+        if (flags.method != "magnitude" || args->calib.permute || args->calib.swaps || args->calib.refit > 0) {
           if (auto m = parse_calib_method(flags.method); m.ok()) {
             calibrated = *m;
             flags.method = "magnitude";
