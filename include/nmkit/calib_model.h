@@ -66,6 +66,11 @@ struct CalibOptions {
   // attn_output keep the most importance (by the method's own score); the block computes the same
   // function. Only a selected consumer (ffn_down, attn_output) is permuted for.
   bool permute = false;
+  // A measurement of design 12.2 (c), not a form: also reorder the inputs of q/k/v and of gate/up per
+  // block (one order per input, searched on the readers' stacked scores), prune in that order and
+  // put the columns back, so the model computes with the masks (c) would give; the masks are then
+  // N:M only in the searched order, so this needs format Dense and no on_pruned writer.
+  bool permute_inputs = false;
   // Called when block b (of n_layer) is done.
   std::function<void(int64_t b, int64_t n_layer)> on_block;
   // Where each block's pruned weights go as soon as the block is done: its 7 linears, f32

@@ -40,6 +40,7 @@ struct CalibTextOptions {
   std::optional<DType> pass_weights;
   CalibLinearFormat format = CalibLinearFormat::Dense;  // the form pruned linears take in the model
   bool permute = false;  // CalibOptions::permute (magnitude then builds the model as the others do)
+  bool permute_inputs = false;  // CalibOptions::permute_inputs (a measurement: dense models only)
   // Which block linears to prune, by GGUF name (blk.B.attn_q.weight); unset: all of them. The others
   // are written as they are (CalibOptions::selected; needs format Dense).
   std::function<bool(std::string_view name)> selected;

@@ -27,6 +27,7 @@ struct GroupStats {
   std::unique_ptr<InputStats> stats;        // norms (Wanda), Hessian (SparseGPT)
   std::unique_ptr<InputStats> error_stats;  // Wanda: Hessian of the first tokens, for the error
   ChannelOrder order;  // the input's channels as the block's permutation reorders them (12.2)
+  bool columns_moved = false;  // CalibOptions::permute_inputs: its readers are pruned in `order`
 };
 
 // ||W - Wp||_F / ||W||_F.
@@ -135,7 +136,11 @@ Result<ModelCalibrator> ModelCalibrator::start(LlamaModel& model, std::vector<in
   s->report.refit_steps = s->options.refit_steps;
   s->report.swaps = s->options.swaps;
   if (s->options.format != CalibLinearFormat::Dense) s->packed_pattern = s->options.pattern;
-  if (s->options.permute) NMKIT_TRY(check_permutable(model.params()));
+  if (s->options.permute || s->options.permute_inputs) NMKIT_TRY(check_permutable(model.params()));
+  if (s->options.permute_inputs && (s->options.format != CalibLinearFormat::Dense || s->options.on_pruned)) {
+    return Error("calibration: permuted inputs (a measurement, CalibOptions::permute_inputs) leave masks that are "
+                 "N:M only in the searched order: dense format only, and nothing written");
+  }
   if (s->options.selected && s->options.format != CalibLinearFormat::Dense) {
     // A block's linears are packed in one form: a linear left unpruned does not have the pattern.
     return Error("calibration: a selection of linears (CalibOptions::selected) needs the dense format");
@@ -181,7 +186,9 @@ Status ModelCalibrator::State::prune_linear(int64_t b, const std::string& name, 
   const std::string full = tensor_name(b, name);
   auto loaded = model->load_dense_weight(b, name);
   if (!loaded.ok()) return loaded.error();
-  const Tensor moved = permute_block_linear(model->params(), perm, name, std::move(*loaded));
+  Tensor moved = permute_block_linear(model->params(), perm, name, std::move(*loaded));
+  const bool columns_moved = g != nullptr && g->columns_moved && !g->order.empty();
+  if (columns_moved) moved = permute_columns(moved.view(), g->order);
   const TensorView w = moved.view();
   LinearReport lr;
   lr.block = b;
@@ -264,6 +271,11 @@ Status ModelCalibrator::State::prune_linear(int64_t b, const std::string& name, 
     times.error += seconds_since(te);
   }
   out = pruned.dtype() == DType::F32 ? std::move(pruned) : Tensor::from_f32(pruned.to_f32(), pruned.shape());
+  if (columns_moved) {  // back to the model's input order: new column order[j] = column j
+    ChannelOrder back(g->order.size());
+    for (size_t j = 0; j < back.size(); ++j) back[static_cast<size_t>(g->order[j])] = static_cast<int32_t>(j);
+    out = permute_columns(out.view(), back);
+  }
   report.linears.push_back(std::move(lr));
   return ok_status();
 }
@@ -426,7 +438,7 @@ Status ModelCalibrator::State::unselected_back(int64_t b, std::vector<Tensor>& w
 // consumers' input statistics (groups; none for magnitude) give the method's score, and the
 // consumers' groups take the order their inputs now come in.
 Status ModelCalibrator::State::choose_permutation(int64_t b, std::vector<GroupStats>& groups) {
-  if (!options.permute) return ok_status();
+  if (!options.permute && !options.permute_inputs) return ok_status();
   const auto t0 = Clock::now();
   auto stats_of = [&](const std::string& name) -> const InputStats* {
     for (const GroupStats& g : groups) {
@@ -434,14 +446,23 @@ Status ModelCalibrator::State::choose_permutation(int64_t b, std::vector<GroupSt
     }
     return nullptr;
   };
-  calib_detail::ConsumerStats down{selected(b, "ffn_down"), stats_of("ffn_down")};
-  calib_detail::ConsumerStats output{selected(b, "attn_output"), stats_of("attn_output")};
+  calib_detail::ConsumerStats down{options.permute && selected(b, "ffn_down"), stats_of("ffn_down")};
+  calib_detail::ConsumerStats output{options.permute && selected(b, "attn_output"), stats_of("attn_output")};
   auto chosen = calib_detail::choose_block_permutation(*model, b, options, down, output, report.permutations);
   if (!chosen.ok()) return chosen.error();
   perm = std::move(*chosen);
   for (GroupStats& g : groups) {
     if (g.names == std::vector<std::string>{"ffn_down"}) g.order = perm.ffn;
     if (g.names == std::vector<std::string>{"attn_output"}) g.order = output_columns(model->params(), perm.value);
+  }
+  for (GroupStats& g : groups) {
+    if (!options.permute_inputs || g.names.size() < 2) continue;  // q/k/v and gate/up read one input each
+    auto order = calib_detail::choose_input_order(*model, b, options, g.names, g.stats.get(),
+                                                  [&](const std::string& n) { return selected(b, n); },
+                                                  report.permutations);
+    if (!order.ok()) return order.error();
+    g.order = std::move(*order);
+    g.columns_moved = true;
   }
   report.seconds.permute += seconds_since(t0);
   return ok_status();

@@ -95,4 +95,28 @@ Result<BlockPermutation> choose_block_permutation(const LlamaModel& model, int64
   return perm;
 }
 
+Result<ChannelOrder> choose_input_order(const LlamaModel& model, int64_t b, const CalibOptions& options,
+                                        const std::vector<std::string>& names, const InputStats* stats,
+                                        const std::function<bool(const std::string&)>& selected,
+                                        std::vector<PermutationReport>& report) {
+  std::vector<float> stacked;
+  int64_t rows = 0, K = 0;
+  std::string first;
+  for (const std::string& linear : names) {
+    if (!selected(linear)) continue;
+    auto s = scores_of(model, b, linear, options, stats);
+    if (!s.ok()) return s.error();
+    auto w = model.load_dense_weight(b, linear);  // its shape (the scores are [rows, K] row-major)
+    if (!w.ok()) return w.error();
+    K = w->cols();
+    rows += w->rows();
+    stacked.insert(stacked.end(), s->begin(), s->end());
+    if (first.empty()) first = tensor_name(b, linear);
+  }
+  if (rows == 0) return ChannelOrder{};
+  ChannelSearch found = search_channel_order(stacked.data(), rows, K, options.pattern);
+  report.push_back({b, first, found.identity_kept, found.kept, found.steps, found.perm});
+  return std::move(found.perm);
+}
+
 }  // namespace nmkit::calib_detail

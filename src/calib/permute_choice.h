@@ -2,6 +2,8 @@
 // read the permuted channels (ffn_down, attn_output) and the statistics of their inputs.
 #pragma once
 
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "nmkit/calib.h"
@@ -26,5 +28,13 @@ struct ConsumerStats {
 Result<BlockPermutation> choose_block_permutation(const LlamaModel& model, int64_t b, const CalibOptions& options,
                                                   ConsumerStats down, ConsumerStats output,
                                                   std::vector<PermutationReport>& report);
+
+// The order of block b's input channels shared by `names` (attn_q/k/v or ffn_gate/up; design 12.2 (c),
+// a measurement): the selected linears' scores stacked by rows, searched as one matrix. The search
+// is reported under the first selected name.
+Result<ChannelOrder> choose_input_order(const LlamaModel& model, int64_t b, const CalibOptions& options,
+                                        const std::vector<std::string>& names, const InputStats* stats,
+                                        const std::function<bool(const std::string&)>& selected,
+                                        std::vector<PermutationReport>& report);
 
 }  // namespace nmkit::calib_detail

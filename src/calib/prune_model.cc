@@ -31,6 +31,7 @@ CalibOptions calib_options(const CalibTextOptions& o) {
   options.on_block = o.on_block;
   options.selected = o.selected;
   options.permute = o.permute;
+  options.permute_inputs = o.permute_inputs;
   return options;
 }
 

@@ -14,6 +14,7 @@
 
 #include "nmkit/calib_model.h"
 #include "nmkit/format.h"
+#include "nmkit/permute.h"
 #include "tests/util/random.h"
 
 namespace nmkit {
@@ -316,6 +317,47 @@ TEST(CalibModel, SwapsLowerBlockZeroErrorsAfterEveryMethodAndKeepThePattern) {
     }
     EXPECT_LT(after, before);
   }
+}
+
+// Permuted inputs (a measurement of design 12.2 (c)): per block one order for the input of q/k/v and
+// one for gate/up, each keeping at least the identity's importance; the model holds the pruned
+// weights in its own column order, N:M in the searched one; refused for a packed format.
+TEST(CalibModel, PermutedInputsPruneInTheSearchedOrderAndPutColumnsBack) {
+  const auto tensors = tiny_tensors(tiny_params(), 14);
+  const std::vector<int32_t> tokens = random_tokens(kSeqs * kLen, 15);
+  const Pattern pattern{4, 8};
+  LlamaModel model = build(tensors);
+  CalibOptions o;
+  o.pattern = pattern;
+  o.method = CalibMethod::SparseGpt;
+  o.permute_inputs = true;
+  auto report = calibrate_and_prune(model, tokens, kSeqs, kLen, o);
+  ASSERT_TRUE(report.ok()) << report.error().message();
+  ASSERT_EQ(report->permutations.size(), 2u * tiny_params().n_layer);
+  int moved = 0;
+  for (const PermutationReport& p : report->permutations) {
+    SCOPED_TRACE(p.name);
+    EXPECT_GE(p.kept, p.identity_kept);
+    const bool attention = p.name.find("attn_q") != std::string::npos;
+    EXPECT_TRUE(attention || p.name.find("ffn_gate") != std::string::npos);
+    bool identity = true;
+    for (size_t j = 0; j < p.order.size(); ++j) identity = identity && p.order[j] == static_cast<int32_t>(j);
+    moved += identity ? 0 : 1;
+    const std::vector<std::string> readers =
+        attention ? std::vector<std::string>{"attn_q", "attn_k", "attn_v"} : std::vector<std::string>{"ffn_gate", "ffn_up"};
+    for (const std::string& name : readers) {
+      auto w = model.dense_weight(p.block, name);
+      ASSERT_TRUE(w.ok());
+      const Tensor searched = permute_columns(*w, p.order);
+      EXPECT_FALSE(find_violation(searched.view(), pattern).has_value()) << name;
+    }
+  }
+  EXPECT_GT(moved, 0);
+  LlamaModel packed = build(tensors);
+  o.format = CalibLinearFormat::NM;
+  auto refused = calibrate_and_prune(packed, tokens, kSeqs, kLen, o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message().find("dense format only"), std::string::npos) << refused.error().message();
 }
 
 // The model refuses non-finite weights on load, but finite ones can still overflow float32

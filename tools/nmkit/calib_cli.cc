@@ -55,6 +55,7 @@ Result<CalibTextOptions> calib_text_options(Pattern pattern, CalibMethod method,
   options.refit_steps = flags.refit;
   options.permute = flags.permute;
   options.swaps = flags.swaps;
+  options.permute_inputs = flags.permute_inputs;
   options.format = format;
   if (needs_calibration_passes(method, flags.refit, flags.swaps)) {
     auto path = calibration_text_path(flags.calib);
@@ -153,7 +154,7 @@ std::string calib_summary(const CalibRun& run, Pattern pattern, CalibMethod meth
       before += p.identity_kept;
       after += p.kept;
     }
-    what += fmt::format(", permuted ({:.1f} s; kept importance of down/output x{:.4f})", t.permute,
+    what += fmt::format(", permuted ({:.1f} s; kept importance of the permuted readers x{:.4f})", t.permute,
                         before > 0 ? after / before : 1.0);
   }
   return fmt::format(

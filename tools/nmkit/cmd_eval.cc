@@ -37,12 +37,17 @@ const bool registered = register_command({
       app.add_option("--json", args->json, "Write the result as JSON to FILE");
       add_weight_flags(app, args->weights);
       add_calib_flags(app, args->calib);
+      app.add_flag("--permute-inputs", args->calib.permute_inputs,
+                   "A measurement (docs/design.md 12.2 (c)): also reorder each block's q/k/v and gate/up inputs "
+                   "before pruning, then put the columns back, so the model computes with the masks that order "
+                   "gives (N:M only in the searched order: dense --format only)");
       return [args]() -> int {
         // wanda, sparsegpt and admm prune after the build, calibrated block by block (calib_cli.h).
         WeightFlags flags = args->weights;
         std::optional<CalibMethod> calibrated;
         // magnitude with --permute, --swaps or --refit: the calibrator's too
-        if (flags.method != "magnitude" || args->calib.permute || args->calib.swaps || args->calib.refit > 0) {
+        if (flags.method != "magnitude" || args->calib.permute || args->calib.swaps || args->calib.refit > 0 ||
+            args->calib.permute_inputs) {
           if (auto m = parse_calib_method(flags.method); m.ok()) {
             calibrated = *m;
             flags.method = "magnitude";
