@@ -104,6 +104,7 @@ const bool registered = register_command({
         int64_t decode = 128, prefill = 512;
         bool no_llamacpp = false;
         bool one_at_a_time = false;
+        bool together = false;
         std::vector<std::string> variants;
       };
       auto args = std::make_shared<Args>();
@@ -121,6 +122,11 @@ const bool registered = register_command({
       app.add_flag("--one-at-a-time", args->one_at_a_time,
                    "Build, time and free each form before the next (load time and peak RSS per form); "
                    "the default when the forms do not fit in memory together");
+      app.add_flag("--together", args->together,
+                   "Hold every form at once and interleave the rounds even where the estimate (weights at "
+                   "their dtype's dense size, half the available memory) says they may not fit: same-moment "
+                   "ratios on a shared host")
+          ->excludes("--one-at-a-time");
       app.add_option("--variants", args->variants,
                      "Only these weight forms, comma-separated labels or dtypes (\"int8\", \"f32 dense\", "
                      "\"bf16 2:4 sparse24\"); default all nine")
@@ -148,7 +154,8 @@ const bool registered = register_command({
           if (chosen.empty()) return report_error("--variants matches none of the nine weight forms");
           o.variants = std::move(chosen);
         }
-        o.one_at_a_time = args->one_at_a_time || !bench::forms_fit_at_once(source->params, o.variants);
+        o.one_at_a_time =
+            args->one_at_a_time || (!args->together && !bench::forms_fit_at_once(source->params, o.variants));
         o.rounds = args->rounds;
         o.decode_tokens = args->decode;
         o.prefill_tokens = args->prefill;
