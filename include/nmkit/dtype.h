@@ -67,6 +67,9 @@ void f32_to_bf16_bits(const float* values, uint16_t* bits, size_t n);
 // The first NaN or infinity in x[0, n) (all exponent bits set), or -1. A branch-free pass that the
 // compiler vectorizes first, the element search only when it found one: input checks on every call.
 int64_t first_non_finite(const float* x, int64_t n);
+// The same over n stored F32, F16 or BF16 elements, on their bits (exponent all ones), with no
+// conversion: the finite check of a weight read in place costs one read of its bytes.
+int64_t first_non_finite_stored(DType dtype, const void* data, int64_t n);
 
 // Bulk conversions of n elements of a prunable dtype to and from f32 (src and dst may be unaligned).
 void convert_to_f32(DType dtype, const void* src, float* dst, size_t n);

@@ -130,6 +130,39 @@ int64_t first_non_finite(const float* x, int64_t n) {
   return -1;
 }
 
+namespace {
+
+// First element of `bits` whose exponent field (mask) is all ones: the branch-free OR first, which
+// the compiler vectorizes, the search only when it found one.
+template <class U>
+int64_t first_with_exponent(const void* data, int64_t n, U mask) {
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  U any = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    U u;
+    std::memcpy(&u, bytes + i * sizeof(U), sizeof(U));
+    any = static_cast<U>(any | static_cast<U>((u & mask) == mask));
+  }
+  if (any == 0) return -1;
+  for (int64_t i = 0; i < n; ++i) {
+    U u;
+    std::memcpy(&u, bytes + i * sizeof(U), sizeof(U));
+    if ((u & mask) == mask) return i;
+  }
+  return -1;
+}
+
+}  // namespace
+
+int64_t first_non_finite_stored(DType dtype, const void* data, int64_t n) {
+  switch (dtype) {
+    case DType::F32: return first_with_exponent<uint32_t>(data, n, 0x7F800000u);
+    case DType::F16: return first_with_exponent<uint16_t>(data, n, 0x7C00u);
+    case DType::BF16: return first_with_exponent<uint16_t>(data, n, 0x7F80u);
+    default: NMKIT_ASSERT(false && "first_non_finite_stored: a float dtype"); return -1;
+  }
+}
+
 void convert_to_f32(DType dtype, const void* src, float* dst, size_t n) {
   if (n == 0) return;  // src may be null for an empty tensor
   switch (dtype) {

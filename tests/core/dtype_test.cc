@@ -203,5 +203,33 @@ TEST(DType, FirstNonFiniteFindsTheFirstNanOrInfinity) {
   }
 }
 
+// The check on stored bits agrees with converting to f32 and asking std::isfinite: every F16 and
+// BF16 code, and F32 specials plus random bit patterns, at an awkward position of an odd length.
+TEST(DType, FirstNonFiniteStoredAgreesWithConvertingFirst) {
+  const int64_t n = 37, at = 21;
+  for (DType dtype : {DType::F16, DType::BF16}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    std::vector<uint16_t> codes(n, dtype == DType::F16 ? uint16_t{0x3C00} : uint16_t{0x3F80});  // 1.0
+    for (uint32_t code = 0; code <= 0xFFFF; ++code) {
+      codes[at] = static_cast<uint16_t>(code);
+      float value = 0;
+      convert_to_f32(dtype, &codes[at], &value, 1);
+      const int64_t want = std::isfinite(value) ? -1 : at;
+      ASSERT_EQ(first_non_finite_stored(dtype, codes.data(), n), want) << std::hex << code;
+      ASSERT_EQ(first_non_finite_stored(dtype, codes.data(), at), -1);  // n bounds the search
+    }
+  }
+  std::mt19937 rng(7);
+  std::vector<uint32_t> words(n, 0x3F800000u);
+  std::vector<uint32_t> probes{0x7F800000u, 0xFF800000u, 0x7FC00000u, 0x7F800001u, 0x7F7FFFFFu, 0x00000001u};
+  for (int i = 0; i < 20000; ++i) probes.push_back(static_cast<uint32_t>(rng()));
+  for (uint32_t word : probes) {
+    words[at] = word;
+    float value;
+    std::memcpy(&value, &word, 4);
+    ASSERT_EQ(first_non_finite_stored(DType::F32, words.data(), n), std::isfinite(value) ? -1 : at) << std::hex << word;
+  }
+}
+
 }  // namespace
 }  // namespace nmkit
