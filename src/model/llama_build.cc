@@ -347,7 +347,7 @@ Status Block::pack_group(int g, const ModelOptions& o, int64_t b, const std::vec
     // int8: each part quantized as it lies, the codes stacked (no stacked copy of the source).
     NMKIT_TRY(check_format(o.weights, format, pattern));
     linear = SparseLinear::dense(parts, nullptr, linear_options(o.weights, format));
-    if (!linear.ok()) return linear.error().with_context(name + ": ");
+    if (!linear.ok()) linear = linear.error().with_context(name + ": ");
   } else {
     std::vector<Tensor> widened;  // parts of mixed dtypes (an HF q/k converted beside v read in place)
     if (!same_dtype) {
@@ -364,7 +364,19 @@ Status Block::pack_group(int g, const ModelOptions& o, int64_t b, const std::vec
     widened.clear();
     linear = pack_linear(group, o.weights, format, pattern, name);
   }
-  if (!linear.ok()) return linear.error();
+  if (!linear.ok()) {
+    // An int8 form's weights were not checked finite before (quantization finds a NaN or infinity,
+    // load_weight): name the part's own tensor, row and column, not the stacked group's part.
+    if (o.weights == DType::I8 && !pattern) {
+      const std::vector<TensorView> sources = group_parts(weights, g);
+      size_t part = 0;
+      for (size_t i = 0; i < 7; ++i) {
+        if (kLinearGroup[i] != g) continue;
+        NMKIT_TRY(check_finite(sources[part++], block_tensor_name(b, LlamaModel::block_linear_names()[i])));
+      }
+    }
+    return linear.error();
+  }
   linears[static_cast<size_t>(g)] = std::make_unique<SparseLinear>(std::move(linear.value()));
   formats[static_cast<size_t>(g)] = format;
   patterns[static_cast<size_t>(g)] = pattern;
@@ -430,8 +442,9 @@ struct Weight {
   std::shared_ptr<const void> owner;  // what keeps `view` alive when it lies in the file's mapping
 };
 
-// finite = false where the caller prunes the weight at once: pruning finds a NaN or infinity itself
-// and names its row and column (a pass over the weight saved).
+// finite = false where the caller prunes or quantizes the weight at once: pruning and int8
+// quantization find a NaN or infinity themselves and name its row and column (a pass over the
+// weight saved).
 Result<Weight> load_weight(const ModelTensors& src, const std::string& name, const Shape& shape, bool finite = true) {
   if (src.stored) {
     if (auto stored = src.stored(name)) {
@@ -518,7 +531,8 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTenso
       for (size_t i = 0; i < 7; ++i) {
         if (model::kLinearGroup[i] != g) continue;
         const std::string name = model::block_tensor_name(b, block_linear_names()[i]);
-        auto w = model::load_weight(tensors, name, model::linear_shape(params, static_cast<int>(i)), !options.pattern);
+        const bool checked_later = options.pattern || options.weights == DType::I8;
+        auto w = model::load_weight(tensors, name, model::linear_shape(params, static_cast<int>(i)), !checked_later);
         if (!w.ok()) return w.error();
         weights[i] = std::move(*w);
         if (options.pattern) {

@@ -40,8 +40,7 @@ Error nonfinite_error(const TensorView& x, int64_t row, std::string_view name) {
     convert_to_f32(x.dtype, src + static_cast<size_t>(k) * size, &value, 1);
     if (!std::isfinite(value)) {
       return Error(label(name, "tensor") + ": row " + std::to_string(row) + ", column " +
-                   std::to_string(k) + ": value " + value_text(value) +
-                   " is not finite; cannot quantize");
+                   std::to_string(k) + " is " + value_text(value) + ": not finite, cannot quantize");
     }
   }
   NMKIT_ASSERT(false);  // the kernel reported a row without a non-finite value
