@@ -18,6 +18,35 @@ using format_detail::nonzero_bits;
 
 inline bool mask_bit(const uint8_t* row, int64_t k) { return ((row[k >> 3] >> (k & 7)) & 1u) != 0; }
 
+// Whether every `group`-bit field of word (group a power of two, 2..64) has exactly `keep` bits set:
+// a popcount per field by the usual halving sums, compared with keep in every field at once.
+bool all_fields_hold(uint64_t x, int group, int keep) {
+  if (group == 1) return x == (keep == 1 ? ~uint64_t{0} : 0);
+  x = x - ((x >> 1) & 0x5555555555555555ull);
+  uint64_t ones = 0x5555555555555555ull;
+  if (group >= 4) {
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    ones = 0x1111111111111111ull;
+  }
+  if (group >= 8) {
+    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+    ones = 0x0101010101010101ull;
+  }
+  if (group >= 16) {
+    x = (x + (x >> 8)) & 0x00FF00FF00FF00FFull;
+    ones = 0x0001000100010001ull;
+  }
+  if (group >= 32) {
+    x = (x + (x >> 16)) & 0x0000FFFF0000FFFFull;
+    ones = 0x0000000100000001ull;
+  }
+  if (group == 64) {
+    x = (x + (x >> 32)) & 0xFFFFFFFFull;
+    ones = 1;
+  }
+  return x == static_cast<uint64_t>(keep) * ones;
+}
+
 template <class E>
 Status pack_rows(const TensorView& dense, NMPacked& out, std::string_view name) {
   const E mag = static_cast<E>(magnitude_bits_mask(dense.dtype));
@@ -31,7 +60,9 @@ Status pack_rows(const TensorView& dense, NMPacked& out, std::string_view name) 
           std::byte* vals = out.values.data() + static_cast<size_t>(r * groups * p.keep) * sizeof(E);
           uint8_t* mask = out.mask.as<uint8_t>() + r * stride;
           if (stride > 0) std::memset(mask, 0, stride);
-          for (int64_t g = 0; g < groups; ++g) {
+          // Group g from its elements: the non-zeros, padded with the lowest zero positions to
+          // `keep` (section 4.3), values in order and their mask bits.
+          auto one_group = [&](int64_t g) -> std::optional<Violation> {
             const int64_t k0 = g * p.group;
             const int n = static_cast<int>(std::min<int64_t>(p.group, K - k0));
             const std::byte* src = row + k0 * sizeof(E);
@@ -47,6 +78,38 @@ Status pack_rows(const TensorView& dense, NMPacked& out, std::string_view name) 
               const int64_t k = k0 + j;
               mask[k >> 3] = static_cast<uint8_t>(mask[k >> 3] | (1u << (k & 7)));
             }
+            return std::nullopt;
+          };
+          // Whole 64-element words where the group divides 64: when every group of the word holds
+          // exactly `keep` non-zeros (the common case) its non-zero bits are its mask bits, stored
+          // as one little-endian word, and its values follow in order; any other word goes group
+          // by group, as do the groups after the last whole word.
+          int64_t g0 = 0;
+          if (64 % p.group == 0) {
+            const int64_t per_word = 64 / p.group;
+            for (int64_t w = 0; w < K / 64; ++w, g0 += per_word) {
+              const std::byte* src = row + w * 64 * sizeof(E);
+              uint64_t nz = 0;
+              for (int j = 0; j < 64; ++j) {
+                E v;
+                std::memcpy(&v, src + j * sizeof(E), sizeof(E));
+                nz |= static_cast<uint64_t>((v & mag) != 0) << j;
+              }
+              if (!all_fields_hold(nz, p.group, p.keep)) {
+                for (int64_t g = g0; g < g0 + per_word; ++g) {
+                  if (auto v = one_group(g)) return v;
+                }
+                continue;
+              }
+              std::memcpy(mask + w * 8, &nz, 8);
+              std::byte* dst = vals + static_cast<size_t>(g0 * p.keep) * sizeof(E);
+              for (uint64_t bits = nz; bits != 0; bits &= bits - 1, dst += sizeof(E)) {
+                std::memcpy(dst, src + std::countr_zero(bits) * sizeof(E), sizeof(E));
+              }
+            }
+          }
+          for (int64_t g = g0; g < groups; ++g) {
+            if (auto v = one_group(g)) return v;
           }
         }
         return std::nullopt;
@@ -99,39 +162,6 @@ Tensor decompress(const NMPacked& packed) {
   });
   return dense;
 }
-
-namespace {
-
-// Whether every `group`-bit field of word (group a power of two, 2..64) has exactly `keep` bits set:
-// a popcount per field by the usual halving sums, compared with keep in every field at once.
-bool all_fields_hold(uint64_t x, int group, int keep) {
-  if (group == 1) return x == (keep == 1 ? ~uint64_t{0} : 0);
-  x = x - ((x >> 1) & 0x5555555555555555ull);
-  uint64_t ones = 0x5555555555555555ull;
-  if (group >= 4) {
-    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
-    ones = 0x1111111111111111ull;
-  }
-  if (group >= 8) {
-    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
-    ones = 0x0101010101010101ull;
-  }
-  if (group >= 16) {
-    x = (x + (x >> 8)) & 0x00FF00FF00FF00FFull;
-    ones = 0x0001000100010001ull;
-  }
-  if (group >= 32) {
-    x = (x + (x >> 16)) & 0x0000FFFF0000FFFFull;
-    ones = 0x0000000100000001ull;
-  }
-  if (group == 64) {
-    x = (x + (x >> 32)) & 0xFFFFFFFFull;
-    ones = 1;
-  }
-  return x == static_cast<uint64_t>(keep) * ones;
-}
-
-}  // namespace
 
 Status validate(const NMPacked& packed, std::string_view name) {
   const Pattern p = packed.pattern;
