@@ -64,6 +64,56 @@ inline uint64_t fill_positions(uint64_t nonzero, int count, int group, int keep)
   return chosen;
 }
 
+// Whether every `group`-bit field of word (group a power of two, 2..64) has exactly `keep` bits set:
+// a popcount per field by the usual halving sums, compared with keep in every field at once.
+inline bool all_fields_hold(uint64_t x, int group, int keep) {
+  if (group == 1) return x == (keep == 1 ? ~uint64_t{0} : 0);
+  x = x - ((x >> 1) & 0x5555555555555555ull);
+  uint64_t ones = 0x5555555555555555ull;
+  if (group >= 4) {
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    ones = 0x1111111111111111ull;
+  }
+  if (group >= 8) {
+    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+    ones = 0x0101010101010101ull;
+  }
+  if (group >= 16) {
+    x = (x + (x >> 8)) & 0x00FF00FF00FF00FFull;
+    ones = 0x0001000100010001ull;
+  }
+  if (group >= 32) {
+    x = (x + (x >> 16)) & 0x0000FFFF0000FFFFull;
+    ones = 0x0000000100000001ull;
+  }
+  if (group == 64) {
+    x = (x + (x >> 32)) & 0xFFFFFFFFull;
+    ones = 1;
+  }
+  return x == static_cast<uint64_t>(keep) * ones;
+}
+
+// Bit j set where element j of the 64 at p is non-zero (magnitude bits), for the word-at-a-time
+// paths of compress_nm and compress_sparse24.
+template <class E>
+inline uint64_t word_nonzero_bits(const std::byte* p, E mag_mask) {
+  uint64_t bits = 0;
+  for (int j = 0; j < 64; ++j) {
+    E v;
+    std::memcpy(&v, p + j * sizeof(E), sizeof(E));
+    bits |= static_cast<uint64_t>((v & mag_mask) != 0) << j;
+  }
+  return bits;
+}
+
+// Copies the elements at p whose bits are set, in order, to dst.
+template <class E>
+inline void copy_selected(const std::byte* p, uint64_t bits, std::byte* dst) {
+  for (; bits != 0; bits &= bits - 1, dst += sizeof(E)) {
+    std::memcpy(dst, p + std::countr_zero(bits) * sizeof(E), sizeof(E));
+  }
+}
+
 // The number of set bits, without a library call (std::popcount is one without -mpopcnt).
 inline int count_bits(uint64_t x) {
   x = x - ((x >> 1) & 0x5555555555555555ull);

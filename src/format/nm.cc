@@ -10,6 +10,7 @@
 namespace nmkit {
 namespace {
 
+using format_detail::all_fields_hold;
 using format_detail::check_dense;
 using format_detail::fill_positions;
 using format_detail::magnitude_bits_mask;
@@ -18,34 +19,6 @@ using format_detail::nonzero_bits;
 
 inline bool mask_bit(const uint8_t* row, int64_t k) { return ((row[k >> 3] >> (k & 7)) & 1u) != 0; }
 
-// Whether every `group`-bit field of word (group a power of two, 2..64) has exactly `keep` bits set:
-// a popcount per field by the usual halving sums, compared with keep in every field at once.
-bool all_fields_hold(uint64_t x, int group, int keep) {
-  if (group == 1) return x == (keep == 1 ? ~uint64_t{0} : 0);
-  x = x - ((x >> 1) & 0x5555555555555555ull);
-  uint64_t ones = 0x5555555555555555ull;
-  if (group >= 4) {
-    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
-    ones = 0x1111111111111111ull;
-  }
-  if (group >= 8) {
-    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
-    ones = 0x0101010101010101ull;
-  }
-  if (group >= 16) {
-    x = (x + (x >> 8)) & 0x00FF00FF00FF00FFull;
-    ones = 0x0001000100010001ull;
-  }
-  if (group >= 32) {
-    x = (x + (x >> 16)) & 0x0000FFFF0000FFFFull;
-    ones = 0x0000000100000001ull;
-  }
-  if (group == 64) {
-    x = (x + (x >> 32)) & 0xFFFFFFFFull;
-    ones = 1;
-  }
-  return x == static_cast<uint64_t>(keep) * ones;
-}
 
 template <class E>
 Status pack_rows(const TensorView& dense, NMPacked& out, std::string_view name) {
@@ -89,12 +62,7 @@ Status pack_rows(const TensorView& dense, NMPacked& out, std::string_view name) 
             const int64_t per_word = 64 / p.group;
             for (int64_t w = 0; w < K / 64; ++w, g0 += per_word) {
               const std::byte* src = row + w * 64 * sizeof(E);
-              uint64_t nz = 0;
-              for (int j = 0; j < 64; ++j) {
-                E v;
-                std::memcpy(&v, src + j * sizeof(E), sizeof(E));
-                nz |= static_cast<uint64_t>((v & mag) != 0) << j;
-              }
+              const uint64_t nz = format_detail::word_nonzero_bits<E>(src, mag);
               if (!all_fields_hold(nz, p.group, p.keep)) {
                 for (int64_t g = g0; g < g0 + per_word; ++g) {
                   if (auto v = one_group(g)) return v;
@@ -102,10 +70,7 @@ Status pack_rows(const TensorView& dense, NMPacked& out, std::string_view name) 
                 continue;
               }
               std::memcpy(mask + w * 8, &nz, 8);
-              std::byte* dst = vals + static_cast<size_t>(g0 * p.keep) * sizeof(E);
-              for (uint64_t bits = nz; bits != 0; bits &= bits - 1, dst += sizeof(E)) {
-                std::memcpy(dst, src + std::countr_zero(bits) * sizeof(E), sizeof(E));
-              }
+              format_detail::copy_selected<E>(src, nz, vals + static_cast<size_t>(g0 * p.keep) * sizeof(E));
             }
           }
           for (int64_t g = g0; g < groups; ++g) {

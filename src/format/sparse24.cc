@@ -9,6 +9,7 @@
 namespace nmkit {
 namespace {
 
+using format_detail::all_fields_hold;
 using format_detail::check_dense;
 using format_detail::fill_positions;
 using format_detail::magnitude_bits_mask;
@@ -16,6 +17,10 @@ using format_detail::name_prefix;
 using format_detail::nonzero_bits;
 
 const Pattern k24{2, 4};
+
+// The nibble (first position | second position << 2) of a group whose bits hold exactly two
+// positions; 0 for the other 10 masks, which the word path never looks up.
+constexpr uint8_t kPairNibble[16] = {0, 0, 0, 0x4, 0, 0x8, 0x9, 0, 0, 0xC, 0xD, 0, 0xE, 0, 0, 0};
 
 template <class E>
 Status pack_rows(const TensorView& dense, Sparse24& out, std::string_view name) {
@@ -29,7 +34,8 @@ Status pack_rows(const TensorView& dense, Sparse24& out, std::string_view name) 
           std::byte* vals = out.values.data() + static_cast<size_t>(r * groups * 2) * sizeof(E);
           uint8_t* meta = out.meta.as<uint8_t>() + r * stride;
           if (stride > 0) std::memset(meta, 0, stride);
-          for (int64_t g = 0; g < groups; ++g) {
+          // Group g from its elements: the non-zeros, padded with the lowest zero positions to two.
+          auto one_group = [&](int64_t g) -> std::optional<Violation> {
             const int n = static_cast<int>(std::min<int64_t>(4, K - g * 4));
             const std::byte* src = row + g * 4 * sizeof(E);
             int count = 0;
@@ -46,6 +52,29 @@ Status pack_rows(const TensorView& dense, Sparse24& out, std::string_view name) 
             }
             const auto nibble = static_cast<uint8_t>(idx0 | (idx1 << 2));
             meta[g / 2] = static_cast<uint8_t>(meta[g / 2] | (nibble << ((g & 1) * 4)));
+            return std::nullopt;
+          };
+          // Whole 64-element words: when each of the word's 16 groups holds exactly two non-zeros
+          // (what 2:4 pruning leaves), its values are the non-zeros in order and its 16 nibbles
+          // come from a table of each group's bits, stored as one little-endian word; any other
+          // word, and the groups after the last whole one, go group by group.
+          int64_t g0 = 0;
+          for (int64_t w = 0; w < K / 64; ++w, g0 += 16) {
+            const std::byte* src = row + w * 64 * sizeof(E);
+            const uint64_t nz = format_detail::word_nonzero_bits<E>(src, mag);
+            if (!all_fields_hold(nz, 4, 2)) {
+              for (int64_t g = g0; g < g0 + 16; ++g) {
+                if (auto v = one_group(g)) return v;
+              }
+              continue;
+            }
+            uint64_t nibbles = 0;
+            for (int g = 0; g < 16; ++g) nibbles |= uint64_t{kPairNibble[(nz >> (4 * g)) & 15u]} << (4 * g);
+            std::memcpy(meta + w * 8, &nibbles, 8);
+            format_detail::copy_selected<E>(src, nz, vals + static_cast<size_t>(g0 * 2) * sizeof(E));
+          }
+          for (int64_t g = g0; g < groups; ++g) {
+            if (auto v = one_group(g)) return v;
           }
         }
         return std::nullopt;
