@@ -1,6 +1,7 @@
 // Choosing a block's free permutations (docs/design.md 12.2); see calib/permute_choice.h.
 #include "calib/permute_choice.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -99,20 +100,18 @@ Result<ChannelOrder> choose_input_order(const LlamaModel& model, int64_t b, cons
                                         const std::vector<std::string>& names, const InputStats* stats,
                                         const std::function<bool(const std::string&)>& selected,
                                         std::vector<PermutationReport>& report) {
+  if (stats == nullptr) return ChannelOrder{};  // no pass ran (magnitude alone): no input statistics
+  const int64_t K = stats->K();
   std::vector<float> stacked;
-  int64_t rows = 0, K = 0;
   std::string first;
   for (const std::string& linear : names) {
     if (!selected(linear)) continue;
-    auto s = scores_of(model, b, linear, options, stats);
+    auto s = scores_of(model, b, linear, options, stats);  // [rows, K] row-major
     if (!s.ok()) return s.error();
-    auto w = model.load_dense_weight(b, linear);  // its shape (the scores are [rows, K] row-major)
-    if (!w.ok()) return w.error();
-    K = w->cols();
-    rows += w->rows();
     stacked.insert(stacked.end(), s->begin(), s->end());
     if (first.empty()) first = tensor_name(b, linear);
   }
+  const auto rows = static_cast<int64_t>(stacked.size()) / std::max<int64_t>(K, 1);
   if (rows == 0) return ChannelOrder{};
   ChannelSearch found = search_channel_order(stacked.data(), rows, K, options.pattern);
   report.push_back({b, first, found.identity_kept, found.kept, found.steps, found.perm});
