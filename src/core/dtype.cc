@@ -114,22 +114,6 @@ void f32_to_bf16_bits(const float* values, uint16_t* bits, size_t n) {
   }
 }
 
-int64_t first_non_finite(const float* x, int64_t n) {
-  uint32_t any = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t u;
-    std::memcpy(&u, x + i, 4);
-    any |= static_cast<uint32_t>((u & 0x7F800000u) == 0x7F800000u);
-  }
-  if (any == 0) return -1;
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t u;
-    std::memcpy(&u, x + i, 4);
-    if ((u & 0x7F800000u) == 0x7F800000u) return i;
-  }
-  return -1;
-}
-
 namespace {
 
 // First element of `bits` whose exponent field (mask) is all ones: the branch-free OR first, which
@@ -153,6 +137,8 @@ int64_t first_with_exponent(const void* data, int64_t n, U mask) {
 }
 
 }  // namespace
+
+int64_t first_non_finite(const float* x, int64_t n) { return first_with_exponent<uint32_t>(x, n, 0x7F800000u); }
 
 int64_t first_non_finite_stored(DType dtype, const void* data, int64_t n) {
   switch (dtype) {

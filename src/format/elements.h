@@ -93,25 +93,43 @@ inline bool all_fields_hold(uint64_t x, int group, int keep) {
   return x == static_cast<uint64_t>(keep) * ones;
 }
 
-// Bit j set where element j of the 64 at p is non-zero (magnitude bits), for the word-at-a-time
-// paths of compress_nm and compress_sparse24.
-template <class E>
-inline uint64_t word_nonzero_bits(const std::byte* p, E mag_mask) {
-  uint64_t bits = 0;
-  for (int j = 0; j < 64; ++j) {
-    E v;
-    std::memcpy(&v, p + j * sizeof(E), sizeof(E));
-    bits |= static_cast<uint64_t>((v & mag_mask) != 0) << j;
+// One row of a compression (compress_nm, compress_sparse24) by whole 64-element words where the
+// group divides 64: when every group of a word holds exactly `keep` non-zeros (what pruning
+// leaves), `whole_word(w, nonzero_bits, values_out)` stores it (the mask or meta of the word) and its
+// non-zeros are copied in order to the row's values from group w * 64 / group on; any other word,
+// and the groups after the last whole one, go through `one_group(g)`, which may return a violation.
+template <class E, class OneGroup, class WholeWord>
+std::optional<Violation> pack_row_by_words(const std::byte* row, int64_t K, int64_t groups, Pattern p, E mag_mask,
+                                           std::byte* values, const OneGroup& one_group,
+                                           const WholeWord& whole_word) {
+  int64_t g0 = 0;
+  if (64 % p.group == 0) {
+    const int64_t per_word = 64 / p.group;
+    for (int64_t w = 0; w < K / 64; ++w, g0 += per_word) {
+      const std::byte* src = row + w * 64 * sizeof(E);
+      uint64_t bits = 0;
+      for (int j = 0; j < 64; ++j) {
+        E v;
+        std::memcpy(&v, src + j * sizeof(E), sizeof(E));
+        bits |= static_cast<uint64_t>((v & mag_mask) != 0) << j;
+      }
+      if (!all_fields_hold(bits, p.group, p.keep)) {
+        for (int64_t g = g0; g < g0 + per_word; ++g) {
+          if (auto v = one_group(g)) return v;
+        }
+        continue;
+      }
+      whole_word(w, bits);
+      std::byte* dst = values + static_cast<size_t>(g0 * p.keep) * sizeof(E);
+      for (; bits != 0; bits &= bits - 1, dst += sizeof(E)) {
+        std::memcpy(dst, src + std::countr_zero(bits) * sizeof(E), sizeof(E));
+      }
+    }
   }
-  return bits;
-}
-
-// Copies the elements at p whose bits are set, in order, to dst.
-template <class E>
-inline void copy_selected(const std::byte* p, uint64_t bits, std::byte* dst) {
-  for (; bits != 0; bits &= bits - 1, dst += sizeof(E)) {
-    std::memcpy(dst, p + std::countr_zero(bits) * sizeof(E), sizeof(E));
+  for (int64_t g = g0; g < groups; ++g) {
+    if (auto v = one_group(g)) return v;
   }
+  return std::nullopt;
 }
 
 // The number of set bits, without a library call (std::popcount is one without -mpopcnt).

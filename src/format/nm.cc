@@ -19,7 +19,6 @@ using format_detail::nonzero_bits;
 
 inline bool mask_bit(const uint8_t* row, int64_t k) { return ((row[k >> 3] >> (k & 7)) & 1u) != 0; }
 
-
 template <class E>
 Status pack_rows(const TensorView& dense, NMPacked& out, std::string_view name) {
   const E mag = static_cast<E>(magnitude_bits_mask(dense.dtype));
@@ -53,28 +52,11 @@ Status pack_rows(const TensorView& dense, NMPacked& out, std::string_view name) 
             }
             return std::nullopt;
           };
-          // Whole 64-element words where the group divides 64: when every group of the word holds
-          // exactly `keep` non-zeros (the common case) its non-zero bits are its mask bits, stored
-          // as one little-endian word, and its values follow in order; any other word goes group
-          // by group, as do the groups after the last whole word.
-          int64_t g0 = 0;
-          if (64 % p.group == 0) {
-            const int64_t per_word = 64 / p.group;
-            for (int64_t w = 0; w < K / 64; ++w, g0 += per_word) {
-              const std::byte* src = row + w * 64 * sizeof(E);
-              const uint64_t nz = format_detail::word_nonzero_bits<E>(src, mag);
-              if (!all_fields_hold(nz, p.group, p.keep)) {
-                for (int64_t g = g0; g < g0 + per_word; ++g) {
-                  if (auto v = one_group(g)) return v;
-                }
-                continue;
-              }
-              std::memcpy(mask + w * 8, &nz, 8);
-              format_detail::copy_selected<E>(src, nz, vals + static_cast<size_t>(g0 * p.keep) * sizeof(E));
-            }
-          }
-          for (int64_t g = g0; g < groups; ++g) {
-            if (auto v = one_group(g)) return v;
+          // Whole words: the non-zero bits are the word's mask bits, one little-endian store.
+          if (auto v = format_detail::pack_row_by_words<E>(
+                  row, K, groups, p, mag, vals, one_group,
+                  [&](int64_t w, uint64_t bits) { std::memcpy(mask + w * 8, &bits, 8); })) {
+            return v;
           }
         }
         return std::nullopt;

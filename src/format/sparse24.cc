@@ -9,7 +9,6 @@
 namespace nmkit {
 namespace {
 
-using format_detail::all_fields_hold;
 using format_detail::check_dense;
 using format_detail::fill_positions;
 using format_detail::magnitude_bits_mask;
@@ -54,27 +53,14 @@ Status pack_rows(const TensorView& dense, Sparse24& out, std::string_view name) 
             meta[g / 2] = static_cast<uint8_t>(meta[g / 2] | (nibble << ((g & 1) * 4)));
             return std::nullopt;
           };
-          // Whole 64-element words: when each of the word's 16 groups holds exactly two non-zeros
-          // (what 2:4 pruning leaves), its values are the non-zeros in order and its 16 nibbles
-          // come from a table of each group's bits, stored as one little-endian word; any other
-          // word, and the groups after the last whole one, go group by group.
-          int64_t g0 = 0;
-          for (int64_t w = 0; w < K / 64; ++w, g0 += 16) {
-            const std::byte* src = row + w * 64 * sizeof(E);
-            const uint64_t nz = format_detail::word_nonzero_bits<E>(src, mag);
-            if (!all_fields_hold(nz, 4, 2)) {
-              for (int64_t g = g0; g < g0 + 16; ++g) {
-                if (auto v = one_group(g)) return v;
-              }
-              continue;
-            }
+          // Whole words: the 16 nibbles from a table of each group's bits, one little-endian store.
+          auto whole_word = [&](int64_t w, uint64_t bits) {
             uint64_t nibbles = 0;
-            for (int g = 0; g < 16; ++g) nibbles |= uint64_t{kPairNibble[(nz >> (4 * g)) & 15u]} << (4 * g);
+            for (int g = 0; g < 16; ++g) nibbles |= uint64_t{kPairNibble[(bits >> (4 * g)) & 15u]} << (4 * g);
             std::memcpy(meta + w * 8, &nibbles, 8);
-            format_detail::copy_selected<E>(src, nz, vals + static_cast<size_t>(g0 * 2) * sizeof(E));
-          }
-          for (int64_t g = g0; g < groups; ++g) {
-            if (auto v = one_group(g)) return v;
+          };
+          if (auto v = format_detail::pack_row_by_words<E>(row, K, groups, k24, mag, vals, one_group, whole_word)) {
+            return v;
           }
         }
         return std::nullopt;
