@@ -38,14 +38,6 @@ void times_hessian(const std::vector<double>& Hd, const std::vector<double>& E, 
               static_cast<int>(K), E.data(), static_cast<int>(K), 0.0, G.data(), static_cast<int>(K));
 }
 
-double total_objective(const std::vector<double>& Hd, const std::vector<double>& E, int64_t rows, int64_t K,
-                       std::vector<double>& G) {
-  times_hessian(Hd, E, rows, K, G);
-  double f = 0;
-  for (size_t i = 0; i < E.size(); ++i) f += E[i] * G[i];
-  return f;
-}
-
 struct RowOutcome {
   int64_t swaps = 0;
   int passes = 0;
@@ -123,7 +115,8 @@ Result<SwapResult> swap_in_groups(const TensorView& w, Tensor& pruned, const dou
   std::vector<double> V(start.begin(), start.end()), E(n), G(n);
   for (size_t i = 0; i < n; ++i) E[i] = double((*original)[i]) - V[i];
   SwapResult out;
-  out.objective_before = total_objective(*Hd, E, rows, K, G);
+  times_hessian(*Hd, E, rows, K, G);  // the rows' running g start here
+  for (size_t i = 0; i < n; ++i) out.objective_before += E[i] * G[i];
 
   std::atomic<int64_t> swaps{0};
   std::atomic<int> passes{0};
@@ -152,7 +145,7 @@ Result<SwapResult> swap_in_groups(const TensorView& w, Tensor& pruned, const dou
   convert_from_f32(pruned.dtype(), result.data(), pruned.data(), n);
   const std::vector<float> stored = pruned.to_f32();
   for (size_t i = 0; i < n; ++i) E[i] = double((*original)[i]) - double(stored[i]);
-  out.objective_after = total_objective(*Hd, E, rows, K, G);
+  out.objective_after = calib_detail::quadratic_trace(E, rows, K, Hd->data());
   if (out.objective_after > out.objective_before) {  // rounding to bf16/f16 undid the gain
     convert_from_f32(pruned.dtype(), start.data(), pruned.data(), n);
     out.objective_after = out.objective_before;

@@ -1,6 +1,8 @@
 // See method_common.h.
 #include "calib/method_common.h"
 
+#include <cblas.h>
+
 #include <cmath>
 #include <cstdio>
 
@@ -59,6 +61,15 @@ Result<std::vector<float>> finite_f32(const TensorView& w, std::string_view name
     }
   }
   return out;
+}
+
+double quadratic_trace(const std::vector<double>& a, int64_t rows, int64_t K, const double* H) {
+  std::vector<double> ah(static_cast<size_t>(rows * K));
+  cblas_dsymm(CblasRowMajor, CblasRight, CblasUpper, static_cast<int>(rows), static_cast<int>(K), 1.0, H,
+              static_cast<int>(K), a.data(), static_cast<int>(K), 0.0, ah.data(), static_cast<int>(K));
+  double sum = 0;
+  for (int64_t i = 0; i < rows * K; ++i) sum += a[i] * ah[i];
+  return sum;
 }
 
 PruneSums kept_sums(const std::vector<float>& original, const std::vector<uint8_t>& kept, int64_t rows,

@@ -34,6 +34,10 @@ Result<CheckedHessian> checked_hessian(const double* H, int64_t K, double dampin
 // non-finite element (row-major order).
 Result<std::vector<float>> finite_f32(const TensorView& w, std::string_view name);
 
+// trace(A H A^T) = sum over rows r of a_r . (H a_r), A [rows, K] row-major, H symmetric K x K (its
+// upper triangle read): the output error's squares (output_error.cc) and the swaps' objective.
+double quadratic_trace(const std::vector<double>& a, int64_t rows, int64_t K, const double* H);
+
 // Section 3 sums of the mask `kept` (rows * K bytes, non-zero = kept) over `original` (float32).
 PruneSums kept_sums(const std::vector<float>& original, const std::vector<uint8_t>& kept, int64_t rows, int64_t K);
 

@@ -365,15 +365,13 @@ Status Block::pack_group(int g, const ModelOptions& o, int64_t b, const std::vec
     linear = pack_linear(group, o.weights, format, pattern, name);
   }
   if (!linear.ok()) {
-    // An int8 form's weights were not checked finite before (quantization finds a NaN or infinity,
-    // load_weight): name the part's own tensor, row and column, not the stacked group's part.
-    if (o.weights == DType::I8 && !pattern) {
-      const std::vector<TensorView> sources = group_parts(weights, g);
-      size_t part = 0;
-      for (size_t i = 0; i < 7; ++i) {
-        if (kLinearGroup[i] != g) continue;
-        NMKIT_TRY(check_finite(sources[part++], block_tensor_name(b, LlamaModel::block_linear_names()[i])));
-      }
+    // Weights quantized or pruned on load were not checked finite before (load_weight): a NaN or
+    // infinity is named by its own tensor, row and column, not by the stacked group's part.
+    const std::vector<TensorView> sources = group_parts(weights, g);
+    size_t part = 0;
+    for (size_t i = 0; i < 7; ++i) {
+      if (kLinearGroup[i] != g) continue;
+      NMKIT_TRY(check_finite(sources[part++], block_tensor_name(b, LlamaModel::block_linear_names()[i])));
     }
     return linear.error();
   }
