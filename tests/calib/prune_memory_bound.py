@@ -48,7 +48,7 @@ def run_prune(nmkit, model, text, out_dir):
            "--calib-seqs", str(SEQS), "--calib-len", str(LEN), "--dtype", "bf16", "--include", "attn_"]
     code, stderr, rss = run_measured(cmd)
     if code not in (0, None) or not os.path.exists(out):
-        sys.exit(f"FAIL {' '.join(cmd)}: {stderr}")
+        sys.exit(f"FAIL {' '.join(cmd)}: exit {code}, {'output written' if os.path.exists(out) else 'no output'}: {stderr}")
     os.unlink(out)
     return rss
 

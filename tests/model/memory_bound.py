@@ -45,7 +45,7 @@ def run_eval(nmkit, model, text, form, out_dir):
         cmd += ["--pattern", pattern]
     code, stderr, rss = run_measured(cmd)
     if code not in (0, None) or not os.path.exists(out):
-        sys.exit(f"FAIL {' '.join(cmd)}: {stderr}")
+        sys.exit(f"FAIL {' '.join(cmd)}: exit {code}, {'output written' if os.path.exists(out) else 'no output'}: {stderr}")
     with open(out) as f:
         result = json.load(f)
     os.unlink(out)

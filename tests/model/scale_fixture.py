@@ -3,6 +3,7 @@ the fetched SmolLM2 tokenizer and texts, the random-weight models of scripts/mak
 and a child's peak RSS as the kernel reports it (wait4's ru_maxrss)."""
 import os
 import subprocess
+import tempfile
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -27,8 +28,18 @@ def make_scale_models(tokenizer, shapes):
 
 
 def run_measured(cmd):
-    """Runs cmd in a child: (exit code, stderr text, peak RSS in bytes)."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    _, _, usage = os.wait4(proc.pid, 0)
-    _, stderr = proc.communicate()
-    return proc.returncode, stderr.decode().strip(), usage.ru_maxrss * 1024
+    """Runs cmd in a child: (exit code, stderr text, peak RSS in bytes).
+
+    The child is reaped here by wait4 (for its ru_maxrss), so its status comes from wait4, not
+    from Popen (which would then see no child and report 0); a signal reads as "killed by signal N"
+    in the returned text. Its stderr goes to a file, so a talkative child cannot block on a full
+    pipe before it exits; stdout is not kept."""
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        stderr = err.read().decode(errors="replace").strip()
+    if proc.returncode < 0:
+        stderr = f"killed by signal {-proc.returncode}" + (f"; {stderr}" if stderr else "")
+    return proc.returncode, stderr, usage.ru_maxrss * 1024
