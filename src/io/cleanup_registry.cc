@@ -8,8 +8,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <random>
 
 #include "nmkit/files.h"
 
@@ -87,6 +89,33 @@ int register_mapping(const void* begin, size_t size, const char* path) noexcept 
   return claim(mappings, begin, size, path);
 }
 void unregister_mapping(int slot) noexcept { release(mappings, slot); }
+
+int create_registered(const std::string& prefix, bool folder, const std::function<int(const char*)>& create,
+                      std::string& path, int& slot) {
+  static constexpr char kChars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  std::random_device seed;
+  std::mt19937_64 rng((static_cast<uint64_t>(seed()) << 32) ^ static_cast<uint64_t>(::getpid()));
+  for (int attempt = 0; attempt <= 100; ++attempt) {
+    std::string name = prefix;
+    for (int i = 0; i < 6; ++i) name += kChars[rng() % (sizeof(kChars) - 1)];
+    const int claimed = folder ? register_temporary_folder(name.c_str()) : register_temporary(name.c_str());
+    const int made = create(name.c_str());
+    if (made >= 0) {
+      path = std::move(name);
+      slot = claimed;
+      return made;
+    }
+    const int err = errno;
+    if (folder) {
+      unregister_temporary_folder(claimed);
+    } else {
+      unregister_temporary(claimed);
+    }
+    errno = err;
+    if (err != EEXIST) return -1;
+  }
+  return -1;
+}
 
 }  // namespace nmkit::io
 

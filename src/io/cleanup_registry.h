@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
+#include <string>
 
 namespace nmkit::io {
 
@@ -14,6 +16,17 @@ void unregister_temporary(int slot) noexcept;
 int register_temporary_folder(const char* path) noexcept;
 void unregister_temporary_folder(int slot) noexcept;
 int register_mapping(const void* begin, size_t size, const char* path) noexcept;
+
+// Makes a new temporary (a file or, with `folder`, a folder) named `prefix` + 6 random characters
+// of [A-Za-z0-9]: each name is registered for removal on a fatal signal before `create(name)` makes
+// it, so no instant holds an unregistered temporary (a signal between creating and registering left
+// it behind: model_cli_paths item 6 under load). `create` returns >= 0 (a descriptor, or 0) or -1
+// with errno; EEXIST tries another name, at most 100. Returns create's result, `path` and `slot`
+// set; or -1 with errno, nothing registered. (A signal while a name that turned out to exist is
+// registered would remove another writer's temporary: it needs a 1-in-62^6 collision in that
+// microsecond.)
+int create_registered(const std::string& prefix, bool folder, const std::function<int(const char*)>& create,
+                      std::string& path, int& slot);
 void unregister_mapping(int slot) noexcept;
 
 }  // namespace nmkit::io

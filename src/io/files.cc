@@ -24,7 +24,7 @@
 namespace nmkit {
 namespace {
 
-// ".tmp." + 6 characters of mkstemp.
+// ".tmp." + 6 random characters (io::create_registered).
 constexpr size_t kTempSuffixBytes = 11;
 constexpr size_t kNameMax = NAME_MAX;  // 255 on Linux file systems
 
@@ -69,7 +69,7 @@ std::string base_of(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// The temporary's name without the mkstemp characters: "NAME.tmp.", with NAME cut so that the whole
+// The temporary's name without its 6 random characters: "NAME.tmp.", with NAME cut so that the whole
 // name stays within NAME_MAX (an output named with 245-255 bytes would otherwise be unwritable).
 std::string temp_prefix(const std::string& target) {
   std::string base = base_of(target);
@@ -79,7 +79,7 @@ std::string temp_prefix(const std::string& target) {
   return dir + base + ".tmp.";
 }
 
-bool is_mkstemp_tail(std::string_view tail) {
+bool is_random_tail(std::string_view tail) {
   if (tail.size() != 6) return false;
   for (const char c : tail) {
     const bool alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
@@ -113,14 +113,14 @@ void remove_stale_temporaries(const std::string& prefix) {
   while (const dirent* entry = ::readdir(dir)) {
     const std::string_view name(entry->d_name);
     if (name.size() != stem.size() + 6 || name.substr(0, stem.size()) != stem ||
-        !is_mkstemp_tail(name.substr(stem.size()))) {
+        !is_random_tail(name.substr(stem.size()))) {
       continue;
     }
     const std::string full = folder + "/" + std::string(name);
     const int fd = ::open(full.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) continue;
     struct stat st {};
-    // Locked: its writer is alive. Newer than this run: perhaps a writer between mkstemp and flock.
+    // Locked: its writer is alive. Newer than this run: perhaps a writer between creating and locking it.
     if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && older(st.st_mtim, start) &&
         ::flock(fd, LOCK_EX | LOCK_NB) == 0) {
       ::unlink(full.c_str());
@@ -130,7 +130,7 @@ void remove_stale_temporaries(const std::string& prefix) {
   ::closedir(dir);
 }
 
-// Permissions a plain creat() would give (0666 minus the umask); mkstemp makes files 0600. The
+// Permissions a plain creat() would give (0666 minus the umask); a temporary is created 0600. The
 // umask is read from /proc because umask() can only be read by changing it, which races threads.
 mode_t default_file_mode() {
   mode_t mask = 022;
@@ -206,14 +206,14 @@ Result<PendingFile> PendingFile::create(const std::string& path, uint64_t size) 
   PendingFile file;
   file.path_ = path;
   file.target_ = std::move(*target);
-  file.temp_ = prefix + "XXXXXX";
-  file.fd_ = ::mkostemp(file.temp_.data(), O_CLOEXEC);
+  // As mkostemp (mode 0600 until fchmod below), with the name registered before the file exists.
+  file.fd_ = io::create_registered(
+      prefix, false, [](const char* name) { return ::open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600); },
+      file.temp_, file.slot_);
   if (file.fd_ < 0) {
     const int err = errno;
-    file.temp_.clear();
     return Error(path + ": cannot create a temporary file next to it: " + io::errno_text(err)).classified(ErrorCode::Io);
   }
-  file.slot_ = io::register_temporary(file.temp_.c_str());
   // Held until the file is closed: tells a later run that this temporary is not stale.
   ::flock(file.fd_, LOCK_EX | LOCK_NB);
   if (::fchmod(file.fd_, default_file_mode()) != 0) return file.failure("cannot set permissions", errno);

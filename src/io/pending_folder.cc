@@ -9,7 +9,6 @@
 
 #include <cerrno>
 #include <filesystem>
-#include <random>
 #include <utility>
 
 #include "io/cleanup_registry.h"
@@ -62,23 +61,12 @@ Result<PendingFolder> PendingFolder::create(const std::string& target) {
   remove_stale(target);
   // mkdir (mode 0777 less the umask, as any folder the user makes) rather than mkdtemp, whose 0700
   // the renamed folder would keep.
-  static constexpr char kChars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-  std::random_device seed;
-  std::mt19937_64 rng((static_cast<uint64_t>(seed()) << 32) ^ static_cast<uint64_t>(::getpid()));
   PendingFolder folder;
   folder.target_ = target;
-  for (int attempt = 0;; ++attempt) {
-    std::string name = target + ".tmp.";
-    for (int i = 0; i < 6; ++i) name += kChars[rng() % (sizeof(kChars) - 1)];
-    if (::mkdir(name.c_str(), 0777) == 0) {
-      folder.path_ = name;
-      break;
-    }
-    if (errno != EEXIST || attempt == 100) {
-      return Error(target + ": cannot create a temporary folder beside it: " + io::errno_text(errno));
-    }
+  if (io::create_registered(target + ".tmp.", true, [](const char* name) { return ::mkdir(name, 0777); },
+                            folder.path_, folder.slot_) < 0) {
+    return Error(target + ": cannot create a temporary folder beside it: " + io::errno_text(errno));
   }
-  folder.slot_ = io::register_temporary_folder(folder.path_.c_str());
   folder.fd_ = ::open(folder.path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (folder.fd_ < 0 || ::flock(folder.fd_, LOCK_EX | LOCK_NB) != 0) {
     return Error(folder.path_ + ": cannot lock the temporary folder: " + io::errno_text(errno));
