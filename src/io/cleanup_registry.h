@@ -16,6 +16,7 @@ void unregister_temporary(int slot) noexcept;
 int register_temporary_folder(const char* path) noexcept;
 void unregister_temporary_folder(int slot) noexcept;
 int register_mapping(const void* begin, size_t size, const char* path) noexcept;
+void unregister_mapping(int slot) noexcept;
 
 // Makes a new temporary (a file or, with `folder`, a folder) named `prefix` + 6 random characters
 // of [A-Za-z0-9]: each name is registered for removal on a fatal signal before `create(name)` makes
@@ -27,6 +28,5 @@ int register_mapping(const void* begin, size_t size, const char* path) noexcept;
 // microsecond.)
 int create_registered(const std::string& prefix, bool folder, const std::function<int(const char*)>& create,
                       std::string& path, int& slot);
-void unregister_mapping(int slot) noexcept;
 
 }  // namespace nmkit::io
