@@ -95,9 +95,9 @@ inline bool all_fields_hold(uint64_t x, int group, int keep) {
 
 // One row of a compression (compress_nm, compress_sparse24) by whole 64-element words where the
 // group divides 64: when every group of a word holds exactly `keep` non-zeros (what pruning
-// leaves), `whole_word(w, nonzero_bits, values_out)` stores it (the mask or meta of the word) and its
-// non-zeros are copied in order to the row's values from group w * 64 / group on; any other word,
-// and the groups after the last whole one, go through `one_group(g)`, which may return a violation.
+// leaves), `whole_word(w, nonzero_bits)` stores word w's mask or meta and its non-zeros are copied
+// in order to the row's values from group w * 64 / group on; any other word, and the groups after
+// the last whole one, go through `one_group(g)`, which may return a violation.
 template <class E, class OneGroup, class WholeWord>
 std::optional<Violation> pack_row_by_words(const std::byte* row, int64_t K, int64_t groups, Pattern p, E mag_mask,
                                            std::byte* values, const OneGroup& one_group,

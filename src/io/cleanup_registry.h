@@ -20,12 +20,11 @@ void unregister_mapping(int slot) noexcept;
 
 // Makes a new temporary (a file or, with `folder`, a folder) named `prefix` + 6 random characters
 // of [A-Za-z0-9]: each name is registered for removal on a fatal signal before `create(name)` makes
-// it, so no instant holds an unregistered temporary (a signal between creating and registering left
-// it behind: model_cli_paths item 6 under load). `create` returns >= 0 (a descriptor, or 0) or -1
-// with errno; EEXIST tries another name, at most 100. Returns create's result, `path` and `slot`
-// set; or -1 with errno, nothing registered. (A signal while a name that turned out to exist is
-// registered would remove another writer's temporary: it needs a 1-in-62^6 collision in that
-// microsecond.)
+// it, so a signal at any instant finds the temporary (docs/design.md 10.12). `create` returns >= 0 (a
+// descriptor, or 0) or -1 with errno; EEXIST tries another name, 101 names at most. Returns create's
+// result with `path` and `slot` set, or -1 with errno and nothing registered. (A signal while a name
+// that turned out to exist is registered would remove another writer's temporary: it needs a
+// 1-in-62^6 collision in that microsecond.)
 int create_registered(const std::string& prefix, bool folder, const std::function<int(const char*)>& create,
                       std::string& path, int& slot);
 
