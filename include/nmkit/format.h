@@ -71,6 +71,15 @@ std::optional<Pattern> sparsest_compliant(const TensorView& dense, const std::ve
 // `name`, row, group and the count of non-zeros.
 Result<Sparse24> compress_sparse24(const TensorView& dense, std::string_view name = "");
 Result<NMPacked> compress_nm(const TensorView& dense, Pattern pattern, std::string_view name = "");
+// The same compression one row at a time, for a caller that produces the dense rows itself (pruning
+// on load, prune_compress in nmkit/prune.h) and so needs no [rows, K] dense-masked tensor: empty_*
+// allocate every row's parts, compress_row fills row r from `row` (out.K elements of out's dtype,
+// F32, F16 or BF16) with the bytes the whole-tensor call gives, or returns the row's first
+// violation. Rows may be filled in any order, concurrently.
+NMPacked empty_nm(DType dtype, int64_t rows, int64_t K, Pattern pattern);
+Sparse24 empty_sparse24(DType dtype, int64_t rows, int64_t K);
+std::optional<Violation> compress_row(const std::byte* row, int64_t r, NMPacked& out);
+std::optional<Violation> compress_row(const std::byte* row, int64_t r, Sparse24& out);
 // Exact inverses: the dense-masked tensor in the weight dtype.
 Tensor decompress(const Sparse24& packed);
 Tensor decompress(const NMPacked& packed);

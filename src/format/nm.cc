@@ -19,63 +19,74 @@ using format_detail::nonzero_bits;
 
 inline bool mask_bit(const uint8_t* row, int64_t k) { return ((row[k >> 3] >> (k & 7)) & 1u) != 0; }
 
+// Row r of out from its dense row (out.K elements of out's dtype): each group's non-zeros, padded
+// with the lowest zero positions to `keep` (section 4.3), values in order and their mask bits.
 template <class E>
-Status pack_rows(const TensorView& dense, NMPacked& out, std::string_view name) {
-  const E mag = static_cast<E>(magnitude_bits_mask(dense.dtype));
+std::optional<Violation> pack_row(const std::byte* row, int64_t r, NMPacked& out) {
+  const E mag = static_cast<E>(magnitude_bits_mask(out.dtype()));
   const Pattern p = out.pattern;
   const int64_t K = out.K, groups = out.groups(), stride = out.mask_stride();
+  std::byte* vals = out.values.data() + static_cast<size_t>(r * groups * p.keep) * sizeof(E);
+  uint8_t* mask = out.mask.as<uint8_t>() + r * stride;
+  if (stride > 0) std::memset(mask, 0, stride);
+  auto one_group = [&](int64_t g) -> std::optional<Violation> {
+    const int64_t k0 = g * p.group;
+    const int n = static_cast<int>(std::min<int64_t>(p.group, K - k0));
+    const std::byte* src = row + k0 * sizeof(E);
+    int count = 0;
+    const uint64_t nz = nonzero_bits<E>(src, n, mag, count);
+    if (count > p.keep) return Violation{r, g, count};
+    uint64_t chosen = fill_positions(nz, count, p.group, p.keep);
+    for (int64_t s = 0; chosen != 0; ++s, chosen &= chosen - 1) {
+      const int j = std::countr_zero(chosen);
+      E v{0};  // padding positions of a tail group hold +0
+      if (j < n) std::memcpy(&v, src + j * sizeof(E), sizeof(E));
+      std::memcpy(vals + (g * p.keep + s) * sizeof(E), &v, sizeof(E));
+      const int64_t k = k0 + j;
+      mask[k >> 3] = static_cast<uint8_t>(mask[k >> 3] | (1u << (k & 7)));
+    }
+    return std::nullopt;
+  };
+  // Whole words: the non-zero bits are the word's mask bits, one little-endian store.
+  return format_detail::pack_row_by_words<E>(row, K, groups, p, mag, vals, one_group,
+                                             [&](int64_t w, uint64_t bits) { std::memcpy(mask + w * 8, &bits, 8); });
+}
+
+template <class E>
+Status pack_rows(const TensorView& dense, NMPacked& out, std::string_view name) {
+  const int64_t K = out.K;
   const auto violation = format_detail::scan_rows(
       out.rows(), K,
       [&](int64_t r0, int64_t r1, const std::atomic<int64_t>& stop) -> std::optional<Violation> {
         for (int64_t r = r0; r < r1 && r < stop.load(std::memory_order_relaxed); ++r) {
-          const std::byte* row = dense.data + static_cast<size_t>(r * K) * sizeof(E);
-          std::byte* vals = out.values.data() + static_cast<size_t>(r * groups * p.keep) * sizeof(E);
-          uint8_t* mask = out.mask.as<uint8_t>() + r * stride;
-          if (stride > 0) std::memset(mask, 0, stride);
-          // Group g from its elements: the non-zeros, padded with the lowest zero positions to
-          // `keep` (section 4.3), values in order and their mask bits.
-          auto one_group = [&](int64_t g) -> std::optional<Violation> {
-            const int64_t k0 = g * p.group;
-            const int n = static_cast<int>(std::min<int64_t>(p.group, K - k0));
-            const std::byte* src = row + k0 * sizeof(E);
-            int count = 0;
-            const uint64_t nz = nonzero_bits<E>(src, n, mag, count);
-            if (count > p.keep) return Violation{r, g, count};
-            uint64_t chosen = fill_positions(nz, count, p.group, p.keep);
-            for (int64_t s = 0; chosen != 0; ++s, chosen &= chosen - 1) {
-              const int j = std::countr_zero(chosen);
-              E v{0};  // padding positions of a tail group hold +0
-              if (j < n) std::memcpy(&v, src + j * sizeof(E), sizeof(E));
-              std::memcpy(vals + (g * p.keep + s) * sizeof(E), &v, sizeof(E));
-              const int64_t k = k0 + j;
-              mask[k >> 3] = static_cast<uint8_t>(mask[k >> 3] | (1u << (k & 7)));
-            }
-            return std::nullopt;
-          };
-          // Whole words: the non-zero bits are the word's mask bits, one little-endian store.
-          if (auto v = format_detail::pack_row_by_words<E>(
-                  row, K, groups, p, mag, vals, one_group,
-                  [&](int64_t w, uint64_t bits) { std::memcpy(mask + w * 8, &bits, 8); })) {
-            return v;
-          }
+          if (auto v = pack_row<E>(dense.data + static_cast<size_t>(r * K) * sizeof(E), r, out)) return v;
         }
         return std::nullopt;
       });
-  if (violation) return format_detail::violation_error(name, *violation, p);
+  if (violation) return format_detail::violation_error(name, *violation, out.pattern);
   return ok_status();
 }
 
 }  // namespace
 
+NMPacked empty_nm(DType dtype, int64_t rows, int64_t K, Pattern pattern) {
+  NMPacked out;
+  out.pattern = pattern;
+  out.K = K;
+  out.values = Tensor::empty(dtype, {rows, out.groups() * pattern.keep});
+  out.mask = Tensor::empty(DType::U8, {rows, out.mask_stride()});
+  return out;
+}
+
+std::optional<Violation> compress_row(const std::byte* row, int64_t r, NMPacked& out) {
+  return dtype_size(out.dtype()) == 4 ? pack_row<uint32_t>(row, r, out) : pack_row<uint16_t>(row, r, out);
+}
+
 Result<NMPacked> compress_nm(const TensorView& dense, Pattern pattern, std::string_view name) {
   NMKIT_TRY(check_dense(dense, name));
   auto checked = Pattern::make(pattern.keep, pattern.group);
   if (!checked.ok()) return checked.error().with_context(name_prefix(name));
-  NMPacked out;
-  out.pattern = pattern;
-  out.K = dense.cols();
-  out.values = Tensor::empty(dense.dtype, {dense.rows(), out.groups() * pattern.keep});
-  out.mask = Tensor::empty(DType::U8, {dense.rows(), out.mask_stride()});
+  NMPacked out = empty_nm(dense.dtype, dense.rows(), dense.cols(), pattern);
   if (dtype_size(dense.dtype) == 4) {
     NMKIT_TRY(pack_rows<uint32_t>(dense, out, name));
   } else {

@@ -21,47 +21,51 @@ const Pattern k24{2, 4};
 // positions; 0 for the other 10 masks, which the word path never looks up.
 constexpr uint8_t kPairNibble[16] = {0, 0, 0, 0x4, 0, 0x8, 0x9, 0, 0, 0xC, 0xD, 0, 0xE, 0, 0, 0};
 
+// Row r of out from its dense row (out.K elements of out's dtype): each group's non-zeros, padded
+// with the lowest zero positions to two, and its nibble.
+template <class E>
+std::optional<Violation> pack_row(const std::byte* row, int64_t r, Sparse24& out) {
+  const E mag = static_cast<E>(magnitude_bits_mask(out.dtype()));
+  const int64_t K = out.K, groups = out.K_pad() / 4, stride = out.meta_stride();
+  std::byte* vals = out.values.data() + static_cast<size_t>(r * groups * 2) * sizeof(E);
+  uint8_t* meta = out.meta.as<uint8_t>() + r * stride;
+  if (stride > 0) std::memset(meta, 0, stride);
+  auto one_group = [&](int64_t g) -> std::optional<Violation> {
+    const int n = static_cast<int>(std::min<int64_t>(4, K - g * 4));
+    const std::byte* src = row + g * 4 * sizeof(E);
+    int count = 0;
+    const uint64_t nz = nonzero_bits<E>(src, n, mag, count);
+    if (count > 2) return Violation{r, g, count};
+    const uint64_t chosen = fill_positions(nz, count, 4, 2);
+    const int idx0 = std::countr_zero(chosen);
+    const int idx1 = std::countr_zero(chosen & (chosen - 1));
+    const int idx[2] = {idx0, idx1};
+    for (int s = 0; s < 2; ++s) {
+      E v{0};  // padding positions of a tail group hold +0
+      if (idx[s] < n) std::memcpy(&v, src + idx[s] * sizeof(E), sizeof(E));
+      std::memcpy(vals + (g * 2 + s) * sizeof(E), &v, sizeof(E));
+    }
+    const auto nibble = static_cast<uint8_t>(idx0 | (idx1 << 2));
+    meta[g / 2] = static_cast<uint8_t>(meta[g / 2] | (nibble << ((g & 1) * 4)));
+    return std::nullopt;
+  };
+  // Whole words: the 16 nibbles from a table of each group's bits, one little-endian store.
+  auto whole_word = [&](int64_t w, uint64_t bits) {
+    uint64_t nibbles = 0;
+    for (int g = 0; g < 16; ++g) nibbles |= uint64_t{kPairNibble[(bits >> (4 * g)) & 15u]} << (4 * g);
+    std::memcpy(meta + w * 8, &nibbles, 8);
+  };
+  return format_detail::pack_row_by_words<E>(row, K, groups, k24, mag, vals, one_group, whole_word);
+}
+
 template <class E>
 Status pack_rows(const TensorView& dense, Sparse24& out, std::string_view name) {
-  const E mag = static_cast<E>(magnitude_bits_mask(dense.dtype));
-  const int64_t K = out.K, groups = out.K_pad() / 4, stride = out.meta_stride();
+  const int64_t K = out.K;
   const auto violation = format_detail::scan_rows(
       out.rows(), K,
       [&](int64_t r0, int64_t r1, const std::atomic<int64_t>& stop) -> std::optional<Violation> {
         for (int64_t r = r0; r < r1 && r < stop.load(std::memory_order_relaxed); ++r) {
-          const std::byte* row = dense.data + static_cast<size_t>(r * K) * sizeof(E);
-          std::byte* vals = out.values.data() + static_cast<size_t>(r * groups * 2) * sizeof(E);
-          uint8_t* meta = out.meta.as<uint8_t>() + r * stride;
-          if (stride > 0) std::memset(meta, 0, stride);
-          // Group g from its elements: the non-zeros, padded with the lowest zero positions to two.
-          auto one_group = [&](int64_t g) -> std::optional<Violation> {
-            const int n = static_cast<int>(std::min<int64_t>(4, K - g * 4));
-            const std::byte* src = row + g * 4 * sizeof(E);
-            int count = 0;
-            const uint64_t nz = nonzero_bits<E>(src, n, mag, count);
-            if (count > 2) return Violation{r, g, count};
-            const uint64_t chosen = fill_positions(nz, count, 4, 2);
-            const int idx0 = std::countr_zero(chosen);
-            const int idx1 = std::countr_zero(chosen & (chosen - 1));
-            const int idx[2] = {idx0, idx1};
-            for (int s = 0; s < 2; ++s) {
-              E v{0};  // padding positions of a tail group hold +0
-              if (idx[s] < n) std::memcpy(&v, src + idx[s] * sizeof(E), sizeof(E));
-              std::memcpy(vals + (g * 2 + s) * sizeof(E), &v, sizeof(E));
-            }
-            const auto nibble = static_cast<uint8_t>(idx0 | (idx1 << 2));
-            meta[g / 2] = static_cast<uint8_t>(meta[g / 2] | (nibble << ((g & 1) * 4)));
-            return std::nullopt;
-          };
-          // Whole words: the 16 nibbles from a table of each group's bits, one little-endian store.
-          auto whole_word = [&](int64_t w, uint64_t bits) {
-            uint64_t nibbles = 0;
-            for (int g = 0; g < 16; ++g) nibbles |= uint64_t{kPairNibble[(bits >> (4 * g)) & 15u]} << (4 * g);
-            std::memcpy(meta + w * 8, &nibbles, 8);
-          };
-          if (auto v = format_detail::pack_row_by_words<E>(row, K, groups, k24, mag, vals, one_group, whole_word)) {
-            return v;
-          }
+          if (auto v = pack_row<E>(dense.data + static_cast<size_t>(r * K) * sizeof(E), r, out)) return v;
         }
         return std::nullopt;
       });
@@ -71,12 +75,21 @@ Status pack_rows(const TensorView& dense, Sparse24& out, std::string_view name) 
 
 }  // namespace
 
+Sparse24 empty_sparse24(DType dtype, int64_t rows, int64_t K) {
+  Sparse24 out;
+  out.K = K;
+  out.values = Tensor::empty(dtype, {rows, out.K_pad() / 2});
+  out.meta = Tensor::empty(DType::U8, {rows, out.meta_stride()});
+  return out;
+}
+
+std::optional<Violation> compress_row(const std::byte* row, int64_t r, Sparse24& out) {
+  return dtype_size(out.dtype()) == 4 ? pack_row<uint32_t>(row, r, out) : pack_row<uint16_t>(row, r, out);
+}
+
 Result<Sparse24> compress_sparse24(const TensorView& dense, std::string_view name) {
   NMKIT_TRY(check_dense(dense, name));
-  Sparse24 out;
-  out.K = dense.cols();
-  out.values = Tensor::empty(dense.dtype, {dense.rows(), out.K_pad() / 2});
-  out.meta = Tensor::empty(DType::U8, {dense.rows(), out.meta_stride()});
+  Sparse24 out = empty_sparse24(dense.dtype, dense.rows(), dense.cols());
   if (dtype_size(dense.dtype) == 4) {
     NMKIT_TRY(pack_rows<uint32_t>(dense, out, name));
   } else {

@@ -381,6 +381,55 @@ Status Block::pack_group(int g, const ModelOptions& o, int64_t b, const std::vec
   return ok_status();
 }
 
+Status Block::prune_pack_group(int g, const ModelOptions& o, int64_t b, const std::vector<TensorView>& weights) {
+  NMKIT_ASSERT(o.pattern && (o.format == LinearFormat::NM || o.format == LinearFormat::Sparse24));
+  NMKIT_TRY(check_format(o.weights, o.format, o.pattern));
+  const std::vector<TensorView> parts = group_parts(weights, g);
+  bool same_dtype = true;
+  int64_t rows = 0;
+  for (const TensorView& part : parts) {
+    same_dtype &= part.dtype == parts.front().dtype;
+    rows += part.rows();
+  }
+  // The dtype pack_linear compresses in: the model's for f32/bf16 forms; for int8 the values as they
+  // are (f16 and mixed parts widened to f32), which the quantizer reads.
+  const DType form = o.weights != DType::I8 ? o.weights
+                     : same_dtype && parts[0].dtype != DType::F16 ? parts[0].dtype
+                                                                   : DType::F32;
+  const std::string name = block_tensor_name(b, kGroups[g].label);
+  const int64_t K = parts[0].cols();
+  const LinearOptions lo = linear_options(o.weights, o.format);
+  // Each part pruned straight into its rows of the group's compressed tensor, named by its own tensor.
+  auto fill = [&](auto& packed) -> Status {
+    int64_t row0 = 0;
+    size_t part = 0;
+    for (size_t i = 0; i < 7; ++i) {
+      if (kLinearGroup[i] != g) continue;
+      const TensorView& w = parts[part++];
+      auto sums = prune_compress(w, *o.pattern, o.method, {}, packed, row0,
+                                 block_tensor_name(b, LlamaModel::block_linear_names()[i]));
+      if (!sums.ok()) return sums.error();
+      row0 += w.rows();
+    }
+    return ok_status();
+  };
+  Result<SparseLinear> linear = Error("");
+  if (o.format == LinearFormat::NM) {
+    NMPacked packed = empty_nm(form, rows, K, *o.pattern);
+    NMKIT_TRY(fill(packed));
+    linear = SparseLinear::nm(packed, lo);
+  } else {
+    Sparse24 packed = empty_sparse24(form, rows, K);
+    NMKIT_TRY(fill(packed));
+    linear = SparseLinear::sparse24(packed, lo);
+  }
+  if (!linear.ok()) return linear.error().with_context(name + ": ");
+  linears[static_cast<size_t>(g)] = std::make_unique<SparseLinear>(std::move(linear.value()));
+  formats[static_cast<size_t>(g)] = o.format;
+  patterns[static_cast<size_t>(g)] = o.pattern;
+  return ok_status();
+}
+
 }  // namespace model
 
 LlamaModel::LlamaModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -525,6 +574,11 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTenso
     std::vector<model::Weight> weights(7);
     std::vector<TensorView> views(7);
     if (options.keep_dense_weights) block.dense.resize(7);
+    // nm and sparse24 forms pruned on load take each weight straight from its source into the
+    // group's compressed rows (no dense-masked copy, no stacked one); slid forms, and a model that
+    // keeps the dense weights, prune into a dense-masked tensor first.
+    const bool prune_compressed = options.pattern && !options.keep_dense_weights &&
+                                  (options.format == LinearFormat::NM || options.format == LinearFormat::Sparse24);
     for (int g = 0; g < model::kGroupCount; ++g) {
       for (size_t i = 0; i < 7; ++i) {
         if (model::kLinearGroup[i] != g) continue;
@@ -533,7 +587,7 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTenso
         auto w = model::load_weight(tensors, name, model::linear_shape(params, static_cast<int>(i)), !checked_later);
         if (!w.ok()) return w.error();
         weights[i] = std::move(*w);
-        if (options.pattern) {
+        if (options.pattern && !prune_compressed) {
           auto pruned = prune(weights[i].view, *options.pattern, options.method, {}, name);
           if (!pruned.ok()) return pruned.error();
           weights[i] = model::Weight{std::move(pruned->pruned), {}, nullptr};
@@ -550,7 +604,11 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTenso
         }
         owner = weights[i].owner;
       }
-      NMKIT_TRY(block.pack_group(g, options, b, views, options.format, options.pattern, owner));
+      if (prune_compressed) {
+        NMKIT_TRY(block.prune_pack_group(g, options, b, views));
+      } else {
+        NMKIT_TRY(block.pack_group(g, options, b, views, options.format, options.pattern, owner));
+      }
       const bool in_place = owner && model::reads_in_place(model::group_parts(views, g), options.weights, options.format);
       for (size_t i = 0; i < 7; ++i) {
         if (model::kLinearGroup[i] != g) continue;

@@ -75,6 +75,10 @@ struct Block {
   Status pack_group(int g, const ModelOptions& o, int64_t b, const std::vector<TensorView>& weights,
                     LinearFormat format, const std::optional<Pattern>& pattern,
                     const std::shared_ptr<const void>& owner = nullptr);
+  // Group g of a model pruned on load (o.pattern) into an nm or sparse24 form: each part of
+  // `weights` (as pack_group's, unpruned) pruned straight into the group's compressed rows
+  // (prune_compress, docs/design.md 11.7), then packed.
+  Status prune_pack_group(int g, const ModelOptions& o, int64_t b, const std::vector<TensorView>& weights);
 };
 
 }  // namespace nmkit::model

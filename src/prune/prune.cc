@@ -64,7 +64,8 @@ struct Job {
   const float* norms = nullptr;  // K values, all finite
   PruneMethod method = PruneMethod::Magnitude;
   Pattern pattern;
-  std::byte* dst = nullptr;
+  std::byte* dst = nullptr;            // the dense-masked tensor, or
+  const PrunedRowSink* sink = nullptr;  // where each pruned row goes instead
   int64_t rows = 0, K = 0, block = 0;
   int64_t window_begin = 0;              // first row of the window row_sums holds
   std::vector<PruneSums>* row_sums = nullptr;  // one entry per row of the current window
@@ -89,8 +90,9 @@ struct Scratch {
   std::vector<int32_t> primary, secondary;  // selection keys (select.h)
   std::vector<int32_t> kept;                // 0 or 1 per element
   std::vector<E> raw;
-  explicit Scratch(int64_t block)
-      : wf(block), gf(block), primary(block), secondary(block), kept(block), raw(block) {}
+  std::vector<E> row;  // the row handed to a sink (empty without one)
+  Scratch(int64_t block, int64_t row_elements)
+      : wf(block), gf(block), primary(block), secondary(block), kept(block), raw(block), row(row_elements) {}
 };
 
 // One group of n <= 64 elements by the scalar paths of select.h.
@@ -148,12 +150,13 @@ template <class E>
 void prune_rows(Job& job, int64_t r0, int64_t r1) {
   const TensorView& w = *job.w;
   constexpr size_t esize = sizeof(E);
-  Scratch<E> s(job.block);
+  Scratch<E> s(job.block, job.sink ? job.K : 0);
   const size_t g_esize = job.gradient ? dtype_size(job.gradient->dtype) : 0;
   for (int64_t r = r0; r < r1; ++r) {
     if (r >= job.stop_row.load(std::memory_order_relaxed)) return;
     const std::byte* wrow = w.data + static_cast<size_t>(r * job.K) * esize;
-    std::byte* drow = job.dst + static_cast<size_t>(r * job.K) * esize;
+    std::byte* drow = job.sink ? reinterpret_cast<std::byte*>(s.row.data())
+                               : job.dst + static_cast<size_t>(r * job.K) * esize;
     prune_detail::RowSums lanes;
     for (int64_t c0 = 0; c0 < job.K; c0 += job.block) {
       const int64_t n = std::min(job.block, job.K - c0);
@@ -220,6 +223,7 @@ void prune_rows(Job& job, int64_t r0, int64_t r1) {
         std::memcpy(out + i * esize, &v, esize);
       }
     }
+    if (job.sink) (*job.sink)(r, drow);
     PruneSums& rs = (*job.row_sums)[static_cast<size_t>(r - job.window_begin)];
     rs.total_count = job.K;
     rs.pruned_count = job.K - lanes.kept;
@@ -240,10 +244,9 @@ Status check_prunable(const TensorView& t, const std::string& what, std::string_
   return ok_status();
 }
 
-}  // namespace
-
-Result<PruneSums> prune_into(const TensorView& w, Pattern pattern, PruneMethod method,
-                             const ScoreInputs& inputs, std::byte* dst, std::string_view name) {
+// prune_into and prune_rows_to: the rows written to dst, or handed to sink.
+Result<PruneSums> prune_tensor(const TensorView& w, Pattern pattern, PruneMethod method, const ScoreInputs& inputs,
+                               std::byte* dst, const PrunedRowSink* sink, std::string_view name) {
   if (w.shape.size() != 2) {
     return Error(prefix(name) + "pruning needs a 2-D weight [rows, K], got shape " +
                  shape_str(w.shape));
@@ -318,6 +321,7 @@ Result<PruneSums> prune_into(const TensorView& w, Pattern pattern, PruneMethod m
   job.method = method;
   job.pattern = pattern;
   job.dst = dst;
+  job.sink = sink;
   job.rows = rows;
   job.K = K;
   job.block = std::max<int64_t>(1, kBlockTarget / pattern.group) * pattern.group;
@@ -345,6 +349,18 @@ Result<PruneSums> prune_into(const TensorView& w, Pattern pattern, PruneMethod m
         .with_column(b.col);
   }
   return total;
+}
+
+}  // namespace
+
+Result<PruneSums> prune_into(const TensorView& w, Pattern pattern, PruneMethod method,
+                             const ScoreInputs& inputs, std::byte* dst, std::string_view name) {
+  return prune_tensor(w, pattern, method, inputs, dst, nullptr, name);
+}
+
+Result<PruneSums> prune_rows_to(const TensorView& w, Pattern pattern, PruneMethod method,
+                                const ScoreInputs& inputs, const PrunedRowSink& sink, std::string_view name) {
+  return prune_tensor(w, pattern, method, inputs, nullptr, &sink, name);
 }
 
 Result<PruneResult> prune(const TensorView& w, Pattern pattern, PruneMethod method,
