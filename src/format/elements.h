@@ -93,6 +93,31 @@ inline bool all_fields_hold(uint64_t x, int group, int keep) {
   return x == static_cast<uint64_t>(keep) * ones;
 }
 
+// Bit j set when element j of the 64 at `p` is non-zero (its bits & mag_mask != 0), E 16- or
+// 32-bit: a machine word of elements at a time (4 or 2 lanes), each lane's "any bit set" carried
+// into its top bit, then the top bits gathered by one multiply (16-bit lanes: the bits at 0, 16,
+// 32, 48 land at 48-51 with no overlapping partial products) or a shift (32-bit lanes).
+template <class E>
+inline uint64_t word_nonzero_bits(const std::byte* p, E mag_mask) {
+  static_assert(sizeof(E) == 2 || sizeof(E) == 4);
+  constexpr int lanes = 8 / sizeof(E);
+  constexpr int lane_bits = 8 * sizeof(E);
+  constexpr uint64_t high = sizeof(E) == 2 ? 0x8000800080008000ull : 0x8000000080000000ull;
+  constexpr uint64_t low = ~high;
+  uint64_t mag = 0;
+  for (int l = 0; l < lanes; ++l) mag |= static_cast<uint64_t>(mag_mask) << (l * lane_bits);
+  uint64_t bits = 0;
+  for (int w = 0; w < 64 / lanes; ++w) {
+    uint64_t x;
+    std::memcpy(&x, p + w * 8, 8);
+    x &= mag;
+    const uint64_t top = ((((x & low) + low) | x) & high) >> (lane_bits - 1);  // bit 0 of each non-zero lane
+    const uint64_t gathered = sizeof(E) == 2 ? (top * 0x0001000200040008ull) >> 48 & 0xFu : (top | (top >> 31)) & 0x3u;
+    bits |= gathered << (w * lanes);
+  }
+  return bits;
+}
+
 // One row of a compression (compress_nm, compress_sparse24) by whole 64-element words where the
 // group divides 64: when every group of a word holds exactly `keep` non-zeros (what pruning
 // leaves), `whole_word(w, nonzero_bits)` stores word w's mask or meta and its non-zeros are copied
@@ -107,12 +132,7 @@ std::optional<Violation> pack_row_by_words(const std::byte* row, int64_t K, int6
     const int64_t per_word = 64 / p.group;
     for (int64_t w = 0; w < K / 64; ++w, g0 += per_word) {
       const std::byte* src = row + w * 64 * sizeof(E);
-      uint64_t bits = 0;
-      for (int j = 0; j < 64; ++j) {
-        E v;
-        std::memcpy(&v, src + j * sizeof(E), sizeof(E));
-        bits |= static_cast<uint64_t>((v & mag_mask) != 0) << j;
-      }
+      uint64_t bits = word_nonzero_bits<E>(src, mag_mask);
       if (!all_fields_hold(bits, p.group, p.keep)) {
         for (int64_t g = g0; g < g0 + per_word; ++g) {
           if (auto v = one_group(g)) return v;
