@@ -35,20 +35,23 @@ Result<PruneSums> prune_into(const TensorView& w, Pattern pattern, PruneMethod m
 
 // As prune_into, but each dense-masked row goes to sink(row, bytes) (w.cols() elements of w's dtype,
 // valid during the call) instead of a [rows, K] tensor: called once per row, on the pool's threads,
-// rows in any order. After an error, some rows may have been handed over.
+// rows in any order. The metrics' sums go to `sums`, or are not computed when it is null (they were
+// two thirds of pruning's own time in a model load). After an error, some rows may have been
+// handed over.
 using PrunedRowSink = std::function<void(int64_t row, const std::byte* masked)>;
-Result<PruneSums> prune_rows_to(const TensorView& w, Pattern pattern, PruneMethod method,
-                                const ScoreInputs& inputs, const PrunedRowSink& sink, std::string_view name = "");
+Status prune_rows_to(const TensorView& w, Pattern pattern, PruneMethod method, const ScoreInputs& inputs,
+                     const PrunedRowSink& sink, PruneSums* sums = nullptr, std::string_view name = "");
 
 // `w` pruned and compressed in one pass, with no dense-masked tensor: rows [row0, row0 + w.rows())
 // of `out` (from empty_nm / empty_sparse24 of nmkit/format.h, out.K = w.cols(), out.pattern =
 // pattern, or 2:4 for Sparse24) get the bytes of compress_nm / compress_sparse24 of prune(w)
 // converted to out's dtype (F32, F16 or BF16; through f32, bf16 rounded to nearest even). Several
-// weights can so fill one stacked tensor. Errors as prune's, and shape mismatches.
-Result<PruneSums> prune_compress(const TensorView& w, Pattern pattern, PruneMethod method,
-                                 const ScoreInputs& inputs, NMPacked& out, int64_t row0, std::string_view name = "");
-Result<PruneSums> prune_compress(const TensorView& w, Pattern pattern, PruneMethod method,
-                                 const ScoreInputs& inputs, Sparse24& out, int64_t row0, std::string_view name = "");
+// weights can so fill one stacked tensor. Sums as prune_rows_to's. Errors as prune's, and shape
+// mismatches.
+Status prune_compress(const TensorView& w, Pattern pattern, PruneMethod method, const ScoreInputs& inputs,
+                      NMPacked& out, int64_t row0, PruneSums* sums = nullptr, std::string_view name = "");
+Status prune_compress(const TensorView& w, Pattern pattern, PruneMethod method, const ScoreInputs& inputs,
+                      Sparse24& out, int64_t row0, PruneSums* sums = nullptr, std::string_view name = "");
 
 struct PruneResult {
   Tensor pruned;  // dense-masked, dtype and shape of the input

@@ -406,9 +406,8 @@ Status Block::prune_pack_group(int g, const ModelOptions& o, int64_t b, const st
     for (size_t i = 0; i < 7; ++i) {
       if (kLinearGroup[i] != g) continue;
       const TensorView& w = parts[part++];
-      auto sums = prune_compress(w, *o.pattern, o.method, {}, packed, row0,
-                                 block_tensor_name(b, LlamaModel::block_linear_names()[i]));
-      if (!sums.ok()) return sums.error();
+      NMKIT_TRY(prune_compress(w, *o.pattern, o.method, {}, packed, row0, nullptr,
+                               block_tensor_name(b, LlamaModel::block_linear_names()[i])));
       row0 += w.rows();
     }
     return ok_status();

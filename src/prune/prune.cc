@@ -68,7 +68,8 @@ struct Job {
   const PrunedRowSink* sink = nullptr;  // where each pruned row goes instead
   int64_t rows = 0, K = 0, block = 0;
   int64_t window_begin = 0;              // first row of the window row_sums holds
-  std::vector<PruneSums>* row_sums = nullptr;  // one entry per row of the current window
+  std::vector<PruneSums>* row_sums = nullptr;  // one entry per row of the current window, or null:
+                                               // no sums (a caller that has no use for them)
 
   std::atomic<int64_t> stop_row{0};  // rows at or after the first bad one need not be looked at
   std::mutex bad_mutex;
@@ -209,7 +210,7 @@ void prune_rows(Job& job, int64_t r0, int64_t r1) {
           break;
         }
       }
-      lanes.add(wf, kept, n);
+      if (job.row_sums) lanes.add(wf, kept, n);
       // Kept elements keep their raw bits; pruned ones become all-zero bits, +0 in every dtype.
       std::byte* out = drow + c0 * esize;
       for (int64_t i = 0; i < n; ++i) {
@@ -224,6 +225,7 @@ void prune_rows(Job& job, int64_t r0, int64_t r1) {
       }
     }
     if (job.sink) (*job.sink)(r, drow);
+    if (!job.row_sums) continue;
     PruneSums& rs = (*job.row_sums)[static_cast<size_t>(r - job.window_begin)];
     rs.total_count = job.K;
     rs.pruned_count = job.K - lanes.kept;
@@ -246,7 +248,7 @@ Status check_prunable(const TensorView& t, const std::string& what, std::string_
 
 // prune_into and prune_rows_to: the rows written to dst, or handed to sink.
 Result<PruneSums> prune_tensor(const TensorView& w, Pattern pattern, PruneMethod method, const ScoreInputs& inputs,
-                               std::byte* dst, const PrunedRowSink* sink, std::string_view name) {
+                               std::byte* dst, const PrunedRowSink* sink, bool sums, std::string_view name) {
   if (w.shape.size() != 2) {
     return Error(prefix(name) + "pruning needs a 2-D weight [rows, K], got shape " +
                  shape_str(w.shape));
@@ -313,7 +315,7 @@ Result<PruneSums> prune_tensor(const TensorView& w, Pattern pattern, PruneMethod
   const int64_t grain = std::max<int64_t>(1, 65536 / K);
   const int64_t window_rows = std::min<int64_t>(
       {rows, std::max<int64_t>(grain * 4 * thread_count(), int64_t{1} << 16), int64_t{1} << 18});
-  std::vector<PruneSums> row_sums(static_cast<size_t>(window_rows));
+  std::vector<PruneSums> row_sums(sums ? static_cast<size_t>(window_rows) : 0);
   Job job;
   job.w = &w;
   job.gradient = gradient;
@@ -325,7 +327,7 @@ Result<PruneSums> prune_tensor(const TensorView& w, Pattern pattern, PruneMethod
   job.rows = rows;
   job.K = K;
   job.block = std::max<int64_t>(1, kBlockTarget / pattern.group) * pattern.group;
-  job.row_sums = &row_sums;
+  job.row_sums = sums ? &row_sums : nullptr;
   job.stop_row.store(rows);
   PruneSums total;
   for (int64_t w0 = 0; w0 < rows && !job.bad; w0 += window_rows) {
@@ -340,7 +342,7 @@ Result<PruneSums> prune_tensor(const TensorView& w, Pattern pattern, PruneMethod
       }
     });
     if (job.bad) break;
-    for (int64_t i = 0; i < n; ++i) total += row_sums[static_cast<size_t>(i)];
+    for (int64_t i = 0; sums && i < n; ++i) total += row_sums[static_cast<size_t>(i)];
   }
   if (job.bad) {
     const BadValue& b = *job.bad;
@@ -355,12 +357,15 @@ Result<PruneSums> prune_tensor(const TensorView& w, Pattern pattern, PruneMethod
 
 Result<PruneSums> prune_into(const TensorView& w, Pattern pattern, PruneMethod method,
                              const ScoreInputs& inputs, std::byte* dst, std::string_view name) {
-  return prune_tensor(w, pattern, method, inputs, dst, nullptr, name);
+  return prune_tensor(w, pattern, method, inputs, dst, nullptr, true, name);
 }
 
-Result<PruneSums> prune_rows_to(const TensorView& w, Pattern pattern, PruneMethod method,
-                                const ScoreInputs& inputs, const PrunedRowSink& sink, std::string_view name) {
-  return prune_tensor(w, pattern, method, inputs, nullptr, &sink, name);
+Status prune_rows_to(const TensorView& w, Pattern pattern, PruneMethod method, const ScoreInputs& inputs,
+                     const PrunedRowSink& sink, PruneSums* sums, std::string_view name) {
+  auto result = prune_tensor(w, pattern, method, inputs, nullptr, &sink, sums != nullptr, name);
+  if (!result.ok()) return result.error();
+  if (sums) *sums = *result;
+  return ok_status();
 }
 
 Result<PruneResult> prune(const TensorView& w, Pattern pattern, PruneMethod method,

@@ -14,9 +14,8 @@ namespace {
 using format_detail::name_prefix;
 
 template <class Packed>
-Result<PruneSums> prune_compress_rows(const TensorView& w, Pattern pattern, PruneMethod method,
-                                      const ScoreInputs& inputs, Packed& out, int64_t row0,
-                                      std::string_view name) {
+Status prune_compress_rows(const TensorView& w, Pattern pattern, PruneMethod method, const ScoreInputs& inputs,
+                           Packed& out, int64_t row0, PruneSums* sums, std::string_view name) {
   if (w.shape.size() == 2) {
     if (w.cols() != out.K) {
       return Error(name_prefix(name) + "has " + std::to_string(w.cols()) + " columns, the packed tensor K " +
@@ -48,26 +47,26 @@ Result<PruneSums> prune_compress_rows(const TensorView& w, Pattern pattern, Prun
     const std::optional<Violation> violation = compress_row(row, row0 + r, out);
     NMKIT_ASSERT(!violation);
   };
-  return prune_rows_to(w, pattern, method, inputs, sink, name);
+  return prune_rows_to(w, pattern, method, inputs, sink, sums, name);
 }
 
 }  // namespace
 
-Result<PruneSums> prune_compress(const TensorView& w, Pattern pattern, PruneMethod method,
-                                 const ScoreInputs& inputs, NMPacked& out, int64_t row0, std::string_view name) {
+Status prune_compress(const TensorView& w, Pattern pattern, PruneMethod method, const ScoreInputs& inputs,
+                      NMPacked& out, int64_t row0, PruneSums* sums, std::string_view name) {
   if (pattern.keep != out.pattern.keep || pattern.group != out.pattern.group) {
     return Error(name_prefix(name) + "pattern " + pattern.str() + " does not match the packed tensor's " +
                  out.pattern.str());
   }
-  return prune_compress_rows(w, pattern, method, inputs, out, row0, name);
+  return prune_compress_rows(w, pattern, method, inputs, out, row0, sums, name);
 }
 
-Result<PruneSums> prune_compress(const TensorView& w, Pattern pattern, PruneMethod method,
-                                 const ScoreInputs& inputs, Sparse24& out, int64_t row0, std::string_view name) {
+Status prune_compress(const TensorView& w, Pattern pattern, PruneMethod method, const ScoreInputs& inputs,
+                      Sparse24& out, int64_t row0, PruneSums* sums, std::string_view name) {
   if (pattern.keep != 2 || pattern.group != 4) {
     return Error(name_prefix(name) + "pattern " + pattern.str() + " cannot be packed as 2:4");
   }
-  return prune_compress_rows(w, pattern, method, inputs, out, row0, name);
+  return prune_compress_rows(w, pattern, method, inputs, out, row0, sums, name);
 }
 
 }  // namespace nmkit
