@@ -19,8 +19,9 @@ common="-O1 -g -fno-omit-frame-pointer -Wno-error=maybe-uninitialized"
 configure() {  # dir, sanitizer flags, extra cmake arguments...
   local dir=$1 flags=$2; shift 2
   # No GPU path: its tests are host oracles that make test runs, and enabling CUDA costs nvcc's checks.
-  # Unity build of the library modules (the test files stay one unit each, tests/CMakeLists.txt): the
-  # instrumented headers are compiled once per batch of files instead of once per file.
+  # Unity build of the library modules and the test files (a few test files stay apart,
+  # tests/CMakeLists.txt): the instrumented headers are compiled once per batch of files instead of
+  # once per file.
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=None -DCMAKE_UNITY_BUILD=ON "${launcher[@]}" \
         -DCMAKE_CXX_FLAGS="$common $flags" \
         -DCMAKE_EXE_LINKER_FLAGS="$flags" -DNMKIT_CUDA=OFF "$@" >/dev/null

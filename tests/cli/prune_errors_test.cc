@@ -11,7 +11,7 @@
 namespace nmkit::cli_test {
 namespace {
 
-constexpr const char* kWeight = "layers.0.q.weight";
+constexpr const char* kPruneWeight = "layers.0.q.weight";
 
 // Small integers: exact in every dtype. 3 rows x 10 columns (K not a multiple of 4 or 8).
 std::vector<float> weight_values() {
@@ -25,12 +25,12 @@ class PruneErrors : public CliTest {
   void SetUp() override {
     CliTest::SetUp();
     write_input(weight_values());
-    write_file("g.safetensors", safetensors_bytes({{kWeight, "F32", {3, 10}, f32_bytes(weight_values())}}));
-    write_file("a.safetensors", safetensors_bytes({{kWeight, "F32", {10}, f32_bytes(std::vector<float>(10, 1.0f))}}));
+    write_file("g.safetensors", safetensors_bytes({{kPruneWeight, "F32", {3, 10}, f32_bytes(weight_values())}}));
+    write_file("a.safetensors", safetensors_bytes({{kPruneWeight, "F32", {10}, f32_bytes(std::vector<float>(10, 1.0f))}}));
   }
 
   void write_input(const std::vector<float>& values) {
-    write_file("in.safetensors", safetensors_bytes({{kWeight, "F32", {3, 10}, f32_bytes(values)},
+    write_file("in.safetensors", safetensors_bytes({{kPruneWeight, "F32", {3, 10}, f32_bytes(values)},
                                                     {"layers.0.norm.weight", "F32", {10}, f32_bytes(std::vector<float>(10, 1.0f))}},
                                                    {{"format", "pt"}}));
   }
@@ -66,7 +66,7 @@ TEST_F(PruneErrors, HeaderLengthBeyondTheFile) {
 }
 
 TEST_F(PruneErrors, CorruptHeaderJson) {
-  const std::vector<RawTensor> tensors{{kWeight, "F32", {3, 10}, f32_bytes(weight_values())}};
+  const std::vector<RawTensor> tensors{{kPruneWeight, "F32", {3, 10}, f32_bytes(weight_values())}};
   std::string header = header_of(tensors).dump();
   header[header.size() / 2] = '{';
   write_file("in.safetensors", safetensors_bytes(header, data_of(tensors)));
@@ -74,28 +74,28 @@ TEST_F(PruneErrors, CorruptHeaderJson) {
 }
 
 TEST_F(PruneErrors, OffsetsOutsideTheFile) {
-  const std::vector<RawTensor> tensors{{kWeight, "F32", {3, 10}, f32_bytes(weight_values())}};
+  const std::vector<RawTensor> tensors{{kPruneWeight, "F32", {3, 10}, f32_bytes(weight_values())}};
   auto header = header_of(tensors);
-  header[kWeight]["data_offsets"] = {0, 4000};
-  header[kWeight]["shape"] = {100, 10};
+  header[kPruneWeight]["data_offsets"] = {0, 4000};
+  header[kPruneWeight]["shape"] = {100, 10};
   write_file("in.safetensors", safetensors_bytes(header.dump(), data_of(tensors)));
-  expect_clean_failure(prune_args({}), {"in.safetensors", kWeight, "4000"});
+  expect_clean_failure(prune_args({}), {"in.safetensors", kPruneWeight, "4000"});
 }
 
 TEST_F(PruneErrors, ShapeAndByteLengthMismatch) {
-  const std::vector<RawTensor> tensors{{kWeight, "F32", {3, 10}, f32_bytes(weight_values())}};
+  const std::vector<RawTensor> tensors{{kPruneWeight, "F32", {3, 10}, f32_bytes(weight_values())}};
   auto header = header_of(tensors);
-  header[kWeight]["shape"] = {3, 9};  // 108 bytes of shape for 120 bytes of data
+  header[kPruneWeight]["shape"] = {3, 9};  // 108 bytes of shape for 120 bytes of data
   write_file("in.safetensors", safetensors_bytes(header.dump(), data_of(tensors)));
-  expect_clean_failure(prune_args({}), {"in.safetensors", kWeight, "[3, 9]"});
+  expect_clean_failure(prune_args({}), {"in.safetensors", kPruneWeight, "[3, 9]"});
 }
 
 TEST_F(PruneErrors, UnknownDtype) {
-  const std::vector<RawTensor> tensors{{kWeight, "F32", {3, 10}, f32_bytes(weight_values())}};
+  const std::vector<RawTensor> tensors{{kPruneWeight, "F32", {3, 10}, f32_bytes(weight_values())}};
   auto header = header_of(tensors);
-  header[kWeight]["dtype"] = "F31";
+  header[kPruneWeight]["dtype"] = "F31";
   write_file("in.safetensors", safetensors_bytes(header.dump(), data_of(tensors)));
-  expect_clean_failure(prune_args({}), {"in.safetensors", kWeight, "F31"});
+  expect_clean_failure(prune_args({}), {"in.safetensors", kPruneWeight, "F31"});
 }
 
 TEST_F(PruneErrors, MissingInputFile) {
@@ -107,68 +107,68 @@ TEST_F(PruneErrors, NaNWeight) {
   auto values = weight_values();
   values[1 * 10 + 7] = std::numeric_limits<float>::quiet_NaN();
   write_input(values);
-  expect_clean_failure(prune_args({}), {"in.safetensors", kWeight, "row 1", "7", "nan"});
+  expect_clean_failure(prune_args({}), {"in.safetensors", kPruneWeight, "row 1", "7", "nan"});
 }
 
 TEST_F(PruneErrors, InfiniteWeight) {
   auto values = weight_values();
   values[2 * 10 + 3] = -std::numeric_limits<float>::infinity();
   write_input(values);
-  expect_clean_failure(prune_args({}), {"in.safetensors", kWeight, "row 2", "3", "-inf"});
+  expect_clean_failure(prune_args({}), {"in.safetensors", kPruneWeight, "row 2", "3", "-inf"});
 }
 
 TEST_F(PruneErrors, NaNWeightInCompressedFormat) {
   auto values = weight_values();
   values[5] = std::numeric_limits<float>::quiet_NaN();
   write_input(values);
-  expect_clean_failure(prune_args({"--format", "nm"}), {"in.safetensors", kWeight, "row 0", "5", "nan"});
+  expect_clean_failure(prune_args({"--format", "nm"}), {"in.safetensors", kPruneWeight, "row 0", "5", "nan"});
 }
 
 TEST_F(PruneErrors, InfiniteGradient) {
   auto values = weight_values();
   values[4] = std::numeric_limits<float>::infinity();
-  write_file("g.safetensors", safetensors_bytes({{kWeight, "F32", {3, 10}, f32_bytes(values)}}));
+  write_file("g.safetensors", safetensors_bytes({{kPruneWeight, "F32", {3, 10}, f32_bytes(values)}}));
   expect_clean_failure(prune_args({"--method", "gradient", "--grad", "g.safetensors"}),
-                       {"g.safetensors", kWeight, "gradient", "4", "inf"});
+                       {"g.safetensors", kPruneWeight, "gradient", "4", "inf"});
 }
 
 TEST_F(PruneErrors, NaNNorm) {
   std::vector<float> norms(10, 1.0f);
   norms[6] = std::numeric_limits<float>::quiet_NaN();
-  write_file("a.safetensors", safetensors_bytes({{kWeight, "F32", {10}, f32_bytes(norms)}}));
+  write_file("a.safetensors", safetensors_bytes({{kPruneWeight, "F32", {10}, f32_bytes(norms)}}));
   expect_clean_failure(prune_args({"--method", "wanda", "--act-norms", "a.safetensors"}),
-                       {"a.safetensors", kWeight, "6", "nan"});
+                       {"a.safetensors", kPruneWeight, "6", "nan"});
 }
 
 // A negative norm (issue 13 W4) is blamed on the norms' file, from the Error's operand (issue 9.5).
 TEST_F(PruneErrors, NegativeNormNamesTheNormsFile) {
   std::vector<float> norms(10, 1.0f);
   norms[3] = -2.0f;
-  write_file("a.safetensors", safetensors_bytes({{kWeight, "F32", {10}, f32_bytes(norms)}}));
+  write_file("a.safetensors", safetensors_bytes({{kPruneWeight, "F32", {10}, f32_bytes(norms)}}));
   expect_clean_failure(prune_args({"--method", "wanda", "--act-norms", "a.safetensors"}),
                        {"nmkit: a.safetensors: tensor 'layers.0.q.weight': act_norms at column 3 is -2"});
 }
 
 TEST_F(PruneErrors, MissingGradientTensor) {
   write_file("g.safetensors", safetensors_bytes({{"other.weight", "F32", {3, 10}, f32_bytes(weight_values())}}));
-  expect_clean_failure(prune_args({"--method", "gradient", "--grad", "g.safetensors"}), {"g.safetensors", kWeight});
+  expect_clean_failure(prune_args({"--method", "gradient", "--grad", "g.safetensors"}), {"g.safetensors", kPruneWeight});
 }
 
 TEST_F(PruneErrors, MissingNormTensor) {
   write_file("a.safetensors", safetensors_bytes({{"other.weight", "F32", {10}, f32_bytes(std::vector<float>(10, 1.0f))}}));
-  expect_clean_failure(prune_args({"--method", "wanda", "--act-norms", "a.safetensors"}), {"a.safetensors", kWeight});
+  expect_clean_failure(prune_args({"--method", "wanda", "--act-norms", "a.safetensors"}), {"a.safetensors", kPruneWeight});
 }
 
 TEST_F(PruneErrors, GradientShapeMismatch) {
-  write_file("g.safetensors", safetensors_bytes({{kWeight, "F32", {10, 3}, f32_bytes(weight_values())}}));
+  write_file("g.safetensors", safetensors_bytes({{kPruneWeight, "F32", {10, 3}, f32_bytes(weight_values())}}));
   expect_clean_failure(prune_args({"--method", "gradient", "--grad", "g.safetensors"}),
-                       {"g.safetensors", kWeight, "[10, 3]", "[3, 10]"});
+                       {"g.safetensors", kPruneWeight, "[10, 3]", "[3, 10]"});
 }
 
 TEST_F(PruneErrors, NormLengthMismatch) {
-  write_file("a.safetensors", safetensors_bytes({{kWeight, "F32", {9}, f32_bytes(std::vector<float>(9, 1.0f))}}));
+  write_file("a.safetensors", safetensors_bytes({{kPruneWeight, "F32", {9}, f32_bytes(std::vector<float>(9, 1.0f))}}));
   expect_clean_failure(prune_args({"--method", "wanda", "--act-norms", "a.safetensors"}),
-                       {"a.safetensors", kWeight, "[9]", "[10]"});
+                       {"a.safetensors", kPruneWeight, "[9]", "[10]"});
 }
 
 TEST_F(PruneErrors, GradientMethodWithoutGradientFile) {
@@ -227,7 +227,7 @@ TEST_F(PruneErrors, FailureLeavesAnExistingOutputUntouched) {
   auto values = weight_values();
   values[0] = std::numeric_limits<float>::quiet_NaN();
   write_input(values);
-  expect_clean_failure(prune_args({}), {kWeight, "nan"});
+  expect_clean_failure(prune_args({}), {kPruneWeight, "nan"});
   EXPECT_EQ(read_file("out.safetensors"), "previous contents");
 }
 

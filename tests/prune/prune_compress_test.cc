@@ -44,16 +44,16 @@ void expect_rows(const Tensor& got, int64_t row0, const Tensor& expected, const 
       << what;
 }
 
-struct Case {
+struct StackCase {
   int64_t rows_a, rows_b, K;
 };
 
 TEST(PruneCompress, StackedRowsEqualCompressOfPrunedConverted) {
-  const std::vector<Case> cases = {{5, 3, 37}, {17, 9, 128}, {1, 40, 200}, {33, 2, 64}, {4, 4, 3}};
+  const std::vector<StackCase> cases = {{5, 3, 37}, {17, 9, 128}, {1, 40, 200}, {33, 2, 64}, {4, 4, 3}};
   const std::vector<Pattern> patterns = {{6, 8}, {4, 8}, {2, 4}, {1, 4}, {3, 7}, {14, 16}};
   uint64_t seed = 100;
   {
-    for (const Case& c : cases) {
+    for (const StackCase& c : cases) {
       for (DType from : {DType::F32, DType::F16, DType::BF16}) {
         for (DType to : {DType::F32, DType::BF16}) {
           for (const Pattern& p : patterns) {

@@ -444,7 +444,7 @@ int run(const AccuracyArgs& args) {
   return 0;
 }
 
-const bool registered = register_command(CommandSpec{
+const bool bench_accuracy_registered = register_command(CommandSpec{
     "bench accuracy",
     "Perplexity of dense and pruned models (patterns x magnitude/wanda/sparsegpt; --methods also admm), "
     "the accuracy table",

@@ -55,7 +55,7 @@ void reexec_without_openblas_overrides() {
   std::fprintf(stderr, "nmkit bench linear: re-exec failed; OpenBLAS keeps OPENBLAS_CORETYPE\n");
 }
 
-const bool registered = register_command({
+const bool bench_linear_registered = register_command({
     "bench linear",
     "Dense and sparse linear layers: nmkit vs OpenBLAS, oneDNN and Eigen CSR on LLM layer shapes",
     50,

@@ -92,7 +92,7 @@ Result<std::vector<bench::LlamaCppFile>> find_llamacpp_files(const OpenedModel& 
   return files;
 }
 
-const bool registered = register_command({
+const bool bench_model_registered = register_command({
     "bench model",
     "A llama model's decode and prefill tokens/s in f32/bf16/int8, dense, 2:4 and 6:8, next to llama.cpp",
     52,

@@ -15,7 +15,7 @@
 namespace nmkit::cli {
 namespace {
 
-const bool registered = register_command({
+const bool bench_quant_registered = register_command({
     "bench quant",
     "Fused quantize+lift vs plain per-token quantization (INT8, FP8) with the copy bandwidth",
     51,

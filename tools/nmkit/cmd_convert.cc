@@ -49,7 +49,7 @@ int run(const ConvertArgs& args) {
   return 0;
 }
 
-const bool registered = register_command(CommandSpec{
+const bool convert_registered = register_command(CommandSpec{
     "convert",
     "Write a llama model without pruning: GGUF <-> Hugging Face folder, F32/F16/BF16",
     11,

@@ -228,7 +228,7 @@ int run(const DemoArgs& args) {
   return 0;
 }
 
-const bool registered = register_command(CommandSpec{
+const bool demo_registered = register_command(CommandSpec{
     "demo",
     "The MiniLM checkpoint demo: prune to 2:4, 4:8 and 6:8, compare, write and check the outputs (make demo)",
     5,

@@ -18,7 +18,7 @@
 namespace nmkit::cli {
 namespace {
 
-const bool registered = register_command({
+const bool eval_registered = register_command({
     "eval",
     "Perplexity of a llama model on a text (llama.cpp's protocol), in any weight form",
     30,

@@ -17,7 +17,7 @@
 namespace nmkit::cli {
 namespace {
 
-const bool registered = register_command({
+const bool generate_registered = register_command({
     "generate",
     "Generate text with a llama model (greedy by default; --chat applies its chat template)",
     31,

@@ -38,7 +38,7 @@ int run(const InspectArgs& args) {
   return 0;
 }
 
-const bool registered = register_command(CommandSpec{
+const bool inspect_registered = register_command(CommandSpec{
     "inspect",
     "Show dtype, shape, zero fraction and sparsest N:M pattern of every tensor in a checkpoint",
     20,

@@ -115,7 +115,7 @@ int run(const LinearArgs& args) {
   return 0;
 }
 
-const bool registered = register_command(CommandSpec{
+const bool linear_registered = register_command(CommandSpec{
     "linear",
     "Y = X * W^T with the weight as stored (dense, sparse24, nm, slid) on this machine's fastest kernel",
     40,

@@ -137,7 +137,7 @@ int run(const PruneArgs& args) {
   return 0;
 }
 
-const bool registered = register_command(CommandSpec{
+const bool prune_registered = register_command(CommandSpec{
     "prune",
     "Prune a llama model (GGUF or Hugging Face folder) or a safetensors checkpoint to an N:M pattern",
     10,

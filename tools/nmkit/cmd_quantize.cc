@@ -65,7 +65,7 @@ int run(const QuantizeArgs& args) {
   return 0;
 }
 
-const bool registered = register_command(CommandSpec{
+const bool quantize_registered = register_command(CommandSpec{
     "quantize",
     "Quantize activations per token to INT8 or FP8 E4M3, optionally lifted for a slid weight",
     25,

@@ -78,7 +78,7 @@ int run(const SlideArgs& args) {
   return 0;
 }
 
-const bool registered = register_command(CommandSpec{
+const bool slide_registered = register_command(CommandSpec{
     "slide",
     "Slide keep:2N weights (6:8, 4:6, 8:10, ...) onto 2:4 windows for 2:4 sparse GEMMs (SlideSparse)",
     20,

@@ -32,7 +32,7 @@ struct Row {
   std::vector<double> decode, prefill;
 };
 
-const bool registered = register_command({
+const bool sweep_registered = register_command({
     "sweep",
     "Prune a llama model to several N:M patterns on load: perplexity, size, decode and prefill speed vs dense (make run)",
     32,
