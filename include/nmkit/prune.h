@@ -35,9 +35,9 @@ Result<PruneSums> prune_into(const TensorView& w, Pattern pattern, PruneMethod m
 
 // As prune_into, but each dense-masked row goes to sink(row, bytes) (w.cols() elements of w's dtype,
 // valid during the call) instead of a [rows, K] tensor: called once per row, on the pool's threads,
-// rows in any order. The metrics' sums go to `sums`, or are not computed when it is null (they were
-// two thirds of pruning's own time in a model load). After an error, some rows may have been
-// handed over.
+// rows in any order. The metrics' sums go to `sums`, or are not computed when it is null (a model
+// pruned on load has no use for them, and they cost more than the selection). After an error, some
+// rows may have been handed over.
 using PrunedRowSink = std::function<void(int64_t row, const std::byte* masked)>;
 Status prune_rows_to(const TensorView& w, Pattern pattern, PruneMethod method, const ScoreInputs& inputs,
                      const PrunedRowSink& sink, PruneSums* sums = nullptr, std::string_view name = "");
