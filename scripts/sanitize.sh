@@ -18,11 +18,19 @@ common="-O1 -g -fno-omit-frame-pointer -Wno-error=maybe-uninitialized"
 
 configure() {  # dir, sanitizer flags, extra cmake arguments...
   local dir=$1 flags=$2; shift 2
+  # Ninja builds the job's test binaries side by side; CMake's Makefiles build the targets named on
+  # one command line one after another (.NOTPARALLEL), each a batch or two, so one core sat idle.
+  # A folder configured with Makefiles before keeps them (CMake cannot switch a folder's generator).
+  local generator=()
+  if command -v ninja >/dev/null && { [ ! -f "$dir/CMakeCache.txt" ] ||
+                                      grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$' "$dir/CMakeCache.txt"; }; then
+    generator=(-G Ninja)
+  fi
   # No GPU path: its tests are host oracles that make test runs, and enabling CUDA costs nvcc's checks.
   # Unity build of the library modules and the test files (a few test files stay apart,
   # tests/CMakeLists.txt): the instrumented headers are compiled once per batch of files instead of
   # once per file.
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=None -DCMAKE_UNITY_BUILD=ON "${launcher[@]}" \
+  cmake "${generator[@]}" -S . -B "$dir" -DCMAKE_BUILD_TYPE=None -DCMAKE_UNITY_BUILD=ON "${launcher[@]}" \
         -DCMAKE_CXX_FLAGS="$common $flags" \
         -DCMAKE_EXE_LINKER_FLAGS="$flags" -DNMKIT_CUDA=OFF "$@" >/dev/null
 }

@@ -19,7 +19,9 @@ packages=(cmake g++ make git python3 python3-pip unzip
           # recommends the package, and recommendations are not installed here.
           ocl-icd-opencl-dev
           # CI's fuzz job (scripts/fuzz.sh): clang with libFuzzer and its sanitizer runtimes.
-          clang libclang-rt-14-dev)
+          clang libclang-rt-14-dev
+          # CI's sanitizer jobs build their test binaries side by side with Ninja (scripts/sanitize.sh).
+          ninja-build)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
