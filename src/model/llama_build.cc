@@ -172,6 +172,11 @@ Result<SparseLinear> pack_dense_held(const std::vector<TensorView>& parts, DType
   return linear;
 }
 
+DType packed_values_dtype(DType weights, LinearFormat format, DType source) {
+  if (weights != DType::I8 && format != LinearFormat::Slid) return weights;
+  return source == DType::F16 ? DType::F32 : source;
+}
+
 // Packs a dense(-masked) weight [rows, K] in F32, F16 or BF16 as `format` in the `weights` dtype.
 // f32 and bf16 forms convert the values (exactly, or rounded to nearest even for bf16); int8 forms
 // quantize the values as they are (docs/design.md 6), so a BF16 file's weights are never widened.
@@ -180,9 +185,7 @@ Result<SparseLinear> pack_linear(const TensorView& w, DType weights, LinearForma
   NMKIT_TRY(check_format(weights, format, pattern));
   LinearOptions lo = linear_options(weights, format);
   if (format == LinearFormat::Dense && weights != DType::I8) return pack_dense_held({w}, weights, lo, name);
-  const DType form = weights == DType::I8 || format == LinearFormat::Slid
-                         ? (w.dtype == DType::F16 ? DType::F32 : w.dtype)
-                         : weights;
+  const DType form = packed_values_dtype(weights, format, w.dtype);
   Tensor converted;
   TensorView view = w;
   if (w.dtype != form) {
@@ -391,11 +394,8 @@ Status Block::prune_pack_group(int g, const ModelOptions& o, int64_t b, const st
     same_dtype &= part.dtype == parts.front().dtype;
     rows += part.rows();
   }
-  // The dtype pack_linear compresses in: the model's for f32/bf16 forms; for int8 the values as they
-  // are (f16 and mixed parts widened to f32), which the quantizer reads.
-  const DType form = o.weights != DType::I8 ? o.weights
-                     : same_dtype && parts[0].dtype != DType::F16 ? parts[0].dtype
-                                                                   : DType::F32;
+  // Parts of mixed dtypes are compressed as f32, as pack_group widens them before stacking.
+  const DType form = packed_values_dtype(o.weights, o.format, same_dtype ? parts[0].dtype : DType::F32);
   const std::string name = block_tensor_name(b, kGroups[g].label);
   const int64_t K = parts[0].cols();
   const LinearOptions lo = linear_options(o.weights, o.format);

@@ -47,6 +47,10 @@ Status check_format(DType weights, LinearFormat format, const std::optional<Patt
 // w (F32, F16 or BF16) as `format` in the `weights` dtype.
 // The layer options of a linear packed as `format` in the `weights` dtype.
 LinearOptions linear_options(DType weights, LinearFormat format);
+// The dtype a sparse form's values are compressed in before packing: the model's for f32/bf16 forms;
+// for int8 and slid forms the source's as it is (f16 widened to f32), which the quantizer reads, so
+// a BF16 file's weights are never widened.
+DType packed_values_dtype(DType weights, LinearFormat format, DType source);
 Result<SparseLinear> pack_linear(const TensorView& w, DType weights, LinearFormat format,
                                  const std::optional<Pattern>& pattern, const std::string& name);
 // The shape [rows, K] of block linear i (LlamaModel::block_linear_names order).
