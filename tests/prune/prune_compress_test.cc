@@ -44,6 +44,22 @@ void expect_rows(const Tensor& got, int64_t row0, const Tensor& expected, const 
       << what;
 }
 
+// `dense` equal, value for value, to `parts` stacked by rows.
+void expect_same_values(const Tensor& dense, const std::vector<const Tensor*>& parts, const std::string& what) {
+  std::vector<float> got(static_cast<size_t>(dense.view().numel()));
+  convert_to_f32(dense.dtype(), dense.data(), got.data(), got.size());
+  size_t at = 0;
+  for (const Tensor* part : parts) {
+    std::vector<float> want(static_cast<size_t>(part->view().numel()));
+    convert_to_f32(part->dtype(), part->data(), want.data(), want.size());
+    for (size_t i = 0; i < want.size(); ++i, ++at) {
+      ASSERT_LT(at, got.size()) << what;
+      ASSERT_EQ(got[at], want[i]) << what << " element " << at;
+    }
+  }
+  EXPECT_EQ(at, got.size()) << what;
+}
+
 struct StackCase {
   int64_t rows_a, rows_b, K;
 };
@@ -85,6 +101,9 @@ TEST(PruneCompress, StackedRowsEqualCompressOfPrunedConverted) {
             expect_rows(stacked.mask, 0, ea->mask, what + " mask a");
             expect_rows(stacked.mask, c.rows_a, eb->mask, what + " mask b");
             EXPECT_TRUE(validate(stacked, "stacked").ok()) << what;
+            // Independently of the row packer that compress_nm shares: the stacked tensor decompresses
+            // to the pruned, converted rows (as values: a kept -0 outside the mask comes back +0).
+            expect_same_values(decompress(stacked), {&ca, &cb}, what);
 
             if (p.keep != 2 || p.group != 4) continue;
             Sparse24 s24 = empty_sparse24(to, c.rows_a + c.rows_b, c.K);
