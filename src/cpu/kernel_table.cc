@@ -16,6 +16,7 @@ const KernelTable& kernels_for(IsaTier tier) {
     fill_quant_kernels(tier, table.quant);
     fill_linear_kernels(tier, table.linear);
     fill_activation_kernels(tier, table.activation);
+    fill_prune_kernels(tier, table.prune);
   });
   return tables[index];
 }

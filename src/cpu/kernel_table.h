@@ -4,6 +4,7 @@
 
 #include "cpu/activation_kernels.h"
 #include "cpu/linear_kernels.h"
+#include "cpu/prune_kernels.h"
 #include "cpu/quant_kernels.h"
 #include "nmkit/cpu.h"
 #include "nmkit/status.h"
@@ -15,6 +16,7 @@ struct KernelTable {
   QuantKernels quant;
   LinearKernels linear;
   ActivationKernels activation;
+  PruneKernels prune;
 };
 
 // The table of the active tier (NMKIT_ISA, else the best detected), built once. An NMKIT_ISA that
@@ -28,5 +30,6 @@ const KernelTable& kernels_for(IsaTier tier);
 void fill_quant_kernels(IsaTier tier, QuantKernels& slots);
 void fill_linear_kernels(IsaTier tier, LinearKernels& slots);
 void fill_activation_kernels(IsaTier tier, ActivationKernels& slots);
+void fill_prune_kernels(IsaTier tier, PruneKernels& slots);
 
 }  // namespace nmkit::cpu
