@@ -45,6 +45,13 @@ struct TensorView {
   template <class T> const T* as() const { return reinterpret_cast<const T*>(data); }
 };
 
+// Frees a tensor's heap or mapped storage (src/core/page_bytes.h): `mapped` is the mapping's
+// length, 0 for a heap buffer.
+struct TensorBytesFree {
+  size_t mapped = 0;
+  void operator()(std::byte* p) const;
+};
+
 class Tensor {
  public:
   Tensor() = default;
@@ -71,10 +78,12 @@ class Tensor {
   std::vector<float> to_f32() const;
 
  private:
+  static Tensor allocated(DType dtype, Shape shape, bool zeroed);
+
   DType dtype_ = DType::F32;
   Shape shape_;
   size_t nbytes_ = 0;
-  std::unique_ptr<std::byte[]> data_;
+  std::unique_ptr<std::byte[], TensorBytesFree> data_;
 };
 
 // All elements of a prunable-dtype view as f32.

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "core/page_bytes.h"
 #include "nmkit/status.h"
 
 namespace nmkit {
@@ -59,24 +60,26 @@ std::string shape_str(const Shape& shape) {
   return s + "]";
 }
 
-Tensor Tensor::empty(DType dtype, Shape shape) {
+Tensor Tensor::allocated(DType dtype, Shape shape, bool zeroed) {
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
   const auto nbytes = checked_nbytes(t.shape_, dtype);
   NMKIT_ASSERT(nbytes.has_value());
   t.nbytes_ = static_cast<size_t>(*nbytes);
-  // new[] without () leaves the bytes uninitialised: producers write every byte, and a 1 GB
-  // output should not be zeroed first.
-  t.data_.reset(new std::byte[t.nbytes_ > 0 ? t.nbytes_ : 1]);
+  PageBytes bytes = allocate_page_bytes(t.nbytes_, zeroed);
+  t.data_ = std::unique_ptr<std::byte[], TensorBytesFree>(bytes.release(), TensorBytesFree{bytes.get_deleter().mapped});
   return t;
 }
 
-Tensor Tensor::zeros(DType dtype, Shape shape) {
-  Tensor t = empty(dtype, std::move(shape));
-  std::memset(t.data(), 0, t.nbytes());
-  return t;
-}
+void TensorBytesFree::operator()(std::byte* p) const { PageBytesFree{mapped}(p); }
+
+// Uninitialised where it comes from the heap: producers write every byte, and a 1 GB output should
+// not be zeroed first.
+Tensor Tensor::empty(DType dtype, Shape shape) { return allocated(dtype, std::move(shape), false); }
+
+// A large tensor's mapping is zero already (src/core/page_bytes.h): no pass over it.
+Tensor Tensor::zeros(DType dtype, Shape shape) { return allocated(dtype, std::move(shape), true); }
 
 Tensor Tensor::from_f32(const std::vector<float>& values, Shape shape, DType dtype) {
   Tensor t = empty(dtype, std::move(shape));

@@ -11,6 +11,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/page_bytes.h"
 #include "nmkit/cpu.h"
 #include "nmkit/dtype.h"
 #include "nmkit/pattern.h"
@@ -37,10 +38,7 @@ inline constexpr size_t kLinearSlack = 128;
 
 // 64-byte aligned, zero-initialised bytes.
 struct AlignedBytes {
-  struct Free {
-    void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t(64)); }
-  };
-  std::unique_ptr<std::byte[], Free> data;
+  PageBytes data;  // large packs in huge pages (src/core/page_bytes.h)
   size_t size = 0;
 
   static AlignedBytes zeros(size_t bytes);
