@@ -90,6 +90,33 @@ uint64_t fill_groups(uint64_t nz, int groups, int keep) {
 // sparse24's nibble (first position | second << 2) of a group of four with exactly two positions.
 constexpr uint8_t kPairNibble[16] = {0, 0, 0, 0x4, 0, 0x8, 0x9, 0, 0, 0xC, 0xD, 0, 0xE, 0, 0, 0};
 
+// Rotation s + 1 brings lane (i + s + 1) mod G of each group to lane i; it reaches a lower index
+// (which wins a tie) exactly in the lanes where i mod G + s + 1 >= G. Built at compile time: per row
+// they cost as much as a row of 2048 elements' selection.
+template <class E, int W, int G>
+struct Rotations {
+  alignas(64) E index[G - 1][W] = {};
+  uint64_t wrap[G - 1] = {};
+  constexpr Rotations() {
+    for (int s = 1; s < G; ++s) {
+      for (int i = 0; i < W; ++i) {
+        index[s - 1][i] = static_cast<E>(i / G * G + (i % G + s) % G);
+        wrap[s - 1] |= static_cast<uint64_t>(i % G + s >= G) << i;
+      }
+    }
+  }
+};
+
+// The Bytes bytes of a vector's bit-stream word, or the `room` of them left at the row's end.
+template <int Bytes>
+void store_bits(uint8_t* dst, uint64_t word, int64_t room) {
+  if (room >= Bytes) {
+    std::memcpy(dst, &word, Bytes);
+    return;
+  }
+  for (int64_t b = 0; b < room; ++b) dst[b] = static_cast<uint8_t>(word >> (8 * b));
+}
+
 template <class L, int G>
 bool prune_pack_row(const PrunePackRow& row, const typename L::E* src, typename L::E* values, uint8_t* bits) {
   using E = typename L::E;
@@ -98,26 +125,20 @@ bool prune_pack_row(const PrunePackRow& row, const typename L::E* src, typename 
   const int64_t K = row.K;
   const int64_t K_pad = (K + G - 1) / G * G;
   const int64_t bit_bytes = (K_pad + 7) / 8;
-  // Rotation s brings lane (i + s) mod G of each group to lane i; it reaches a lower index (which
-  // wins a tie) exactly in the lanes where i mod G + s >= G.
+  static constexpr Rotations<E, W, G> kRotations{};
   __m512i rotation[G - 1];
-  uint64_t wraps[G - 1];
-  for (int s = 1; s < G; ++s) {
-    alignas(64) E index[W];
-    uint64_t wrap = 0;
-    for (int i = 0; i < W; ++i) {
-      index[i] = static_cast<E>(i / G * G + (i % G + s) % G);
-      wrap |= static_cast<uint64_t>(i % G + s >= G) << i;
-    }
-    std::memcpy(&rotation[s - 1], index, sizeof index);
-    wraps[s - 1] = wrap;
-  }
+  for (int s = 0; s < G - 1; ++s) std::memcpy(&rotation[s], kRotations.index[s], sizeof kRotations.index[s]);
+  const uint64_t* wraps = kRotations.wrap;
   const __m512i magnitude = L::set1(row.magnitude), non_finite = L::set1(row.non_finite);
   const __m512i one = L::set1(1), keep = L::set1(static_cast<uint32_t>(row.keep));
   E* out = values;
   for (int64_t c = 0; c < K; c += W) {
     const int n = static_cast<int>(std::min<int64_t>(W, K - c));
     const uint64_t lanes = (uint64_t{1} << n) - 1;
+    // The source is often a file mapping in 4 KiB pages, where the hardware prefetchers stop at
+    // every page boundary; a prefetch 2 KiB ahead (past the row's end too: it never faults) keeps
+    // the loads fed.
+    _mm_prefetch(reinterpret_cast<const char*>(src + c) + 2048, _MM_HINT_T0);
     const __m512i x = L::load(lanes, src + c);  // lanes past K read as +0
     const __m512i a = _mm512_and_si512(x, magnitude);
     if (L::at_least(a, non_finite) != 0) return false;
@@ -142,7 +163,7 @@ bool prune_pack_row(const PrunePackRow& row, const typename L::E* src, typename 
       word = 0;
       for (int g = 0; g < groups; ++g) word |= uint64_t{kPairNibble[(chosen >> (4 * g)) & 15u]} << (4 * g);
     }
-    std::memcpy(bits + c / 8, &word, static_cast<size_t>(std::min<int64_t>(W / 8, bit_bytes - c / 8)));
+    store_bits<W / 8>(bits + c / 8, word, bit_bytes - c / 8);
   }
   return true;
 }
