@@ -2,10 +2,16 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <optional>
+#include <set>
+#include <utility>
+#include <vector>
 
 namespace nmkit {
 namespace {
@@ -16,13 +22,70 @@ constexpr size_t kMappedFrom = size_t{4} << 20;
 constexpr size_t kHugePage = size_t{2} << 20;
 constexpr size_t kPage = 4096;
 
+// The mappings kept for reuse while a PageRecycling lives.
+struct Recycler {
+  std::mutex mutex;
+  std::multiset<size_t> limits;  // each live scope's max_bytes
+  size_t held = 0;
+  std::vector<std::pair<std::byte*, size_t>> kept;  // start, length
+
+  // The smallest kept mapping that holds `length` bytes with at most an eighth to spare: a model
+  // build allocates the same sizes block after block, and a large mapping cut down for a small
+  // request would be missing when its own size comes round again.
+  std::optional<std::pair<std::byte*, size_t>> take(size_t length) {
+    std::lock_guard lock(mutex);
+    size_t best = kept.size();
+    for (size_t i = 0; i < kept.size(); ++i) {
+      const size_t have = kept[i].second;
+      if (have >= length && have - length <= length / 8 && (best == kept.size() || have < kept[best].second)) best = i;
+    }
+    if (best == kept.size()) return std::nullopt;
+    const auto found = kept[best];
+    kept.erase(kept.begin() + static_cast<std::ptrdiff_t>(best));
+    held -= found.second;
+    return found;
+  }
+
+  bool keep(std::byte* p, size_t length) {
+    std::lock_guard lock(mutex);
+    if (limits.empty() || held + length > *limits.begin()) return false;
+    kept.emplace_back(p, length);
+    held += length;
+    return true;
+  }
+};
+
+Recycler& recycler() {
+  static Recycler* r = new Recycler;  // never destroyed: frees may come during static destruction
+  return *r;
+}
+
 }  // namespace
 
+PageRecycling::PageRecycling(size_t max_bytes) : max_bytes_(std::min(max_bytes, kMaxRecycleBytes)) {
+  Recycler& r = recycler();
+  std::lock_guard lock(r.mutex);
+  r.limits.insert(max_bytes_);
+}
+
+PageRecycling::~PageRecycling() {
+  Recycler& r = recycler();
+  std::vector<std::pair<std::byte*, size_t>> kept;
+  {
+    std::lock_guard lock(r.mutex);
+    r.limits.erase(r.limits.find(max_bytes_));
+    if (!r.limits.empty()) return;
+    kept.swap(r.kept);
+    r.held = 0;
+  }
+  for (const auto& [p, length] : kept) munmap(p, length);
+}
+
 void PageBytesFree::operator()(std::byte* p) const {
-  if (mapped != 0) {
-    munmap(p, mapped);
-  } else {
+  if (mapped == 0) {
     std::free(p);
+  } else if (!recycler().keep(p, mapped)) {
+    munmap(p, mapped);
   }
 }
 
@@ -37,6 +100,13 @@ PageBytes allocate_page_bytes(size_t bytes, bool zeroed) {
   // A start on a 2 MiB boundary, so the whole buffer but its last partial huge page can be huge
   // pages: map 2 MiB more, then unmap what lies before the boundary and after the buffer.
   const size_t length = (bytes + kPage - 1) / kPage * kPage;
+  if (auto recycled = recycler().take(length)) {
+    // What lies past this buffer goes back to the kernel: a kept tensor must not hold more than
+    // its own pages.
+    if (recycled->second > length) munmap(recycled->first + length, recycled->second - length);
+    if (zeroed) std::memset(recycled->first, 0, length);
+    return PageBytes(recycled->first, PageBytesFree{length});
+  }
   void* raw = mmap(nullptr, length + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) throw std::bad_alloc();
   const auto base = reinterpret_cast<uintptr_t>(raw);

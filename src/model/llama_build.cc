@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/page_bytes.h"
 #include "core/system_memory.h"
 #include "model/family.h"
 #include "model/llama_impl.h"
@@ -534,7 +535,8 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTenso
   }
   if (!tensors.load_f32) return Error("model: no tensor loader");
   // A model that cannot fit is refused before anything is read (issue 25, bad input).
-  if (const size_t needed = estimate_bytes(params, options); needed > 0) {
+  const size_t needed = estimate_bytes(params, options);
+  if (needed > 0) {
     const MemoryBudget budget = available_memory();
     if (!budget.limit.empty() && needed > budget.bytes) {
       return Error("model: the " + weight_form_name(options) + " form needs at least " + decimal_bytes(needed) + ", " +
@@ -542,6 +544,10 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTenso
     }
   }
   release_freed_memory_eagerly();  // the build's temporaries leave the process as they are freed
+  // ... but large ones are first offered to the next group's temporaries (src/core/page_bytes.h), up
+  // to 1/20 of the form's bytes: the kept mappings add to the build's peak, which the weights' 10%
+  // margin bounds (docs/design.md 11.7).
+  const PageRecycling recycling(needed / 20);
   const TensorLoader& load = tensors.load_f32;
   auto impl = std::make_unique<Impl>();
   impl->params = params;
