@@ -81,6 +81,12 @@ PageRecycling::~PageRecycling() {
   for (const auto& [p, length] : kept) munmap(p, length);
 }
 
+size_t PageRecycling::kept_bytes() {
+  Recycler& r = recycler();
+  std::lock_guard lock(r.mutex);
+  return r.held;
+}
+
 void PageBytesFree::operator()(std::byte* p) const {
   if (mapped == 0) {
     std::free(p);

@@ -31,6 +31,8 @@ class PageRecycling {
   static constexpr size_t kMaxRecycleBytes = size_t{512} << 20;
   explicit PageRecycling(size_t max_bytes);
   ~PageRecycling();
+  // The bytes kept for reuse now.
+  static size_t kept_bytes();
   PageRecycling(const PageRecycling&) = delete;
   PageRecycling& operator=(const PageRecycling&) = delete;
 
