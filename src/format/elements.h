@@ -50,6 +50,16 @@ inline bool valid_sparse24_nibble(unsigned nibble) {
   return nibble == 0x4 || nibble == 0x8 || nibble == 0x9 || nibble == 0xC || nibble == 0xD || nibble == 0xE;
 }
 
+// Whether all 16 nibbles of word are valid sparse24 nibbles: idx0 = bits 0-1 below idx1 = bits 2-3.
+// Per nibble (idx1 | 4) - idx0 is 4 + idx1 - idx0, in 1..7 (no borrow between nibbles), and
+// idx1 > idx0 exactly when that is 5, 6 or 7: bit 2 set and bit 0 or 1 set.
+inline bool all_sparse24_nibbles_valid(uint64_t word) {
+  const uint64_t low = word & 0x3333333333333333ull;
+  const uint64_t high = (word >> 2) & 0x3333333333333333ull;
+  const uint64_t d = (high | 0x4444444444444444ull) - low;
+  return ((d >> 2) & (d | (d >> 1)) & 0x1111111111111111ull) == 0x1111111111111111ull;
+}
+
 // The fill rule of docs/design.md 4.2/4.3: the group's non-zero positions, then its lowest-index zero
 // positions (padding positions of a tail group count as zeros) until `keep` positions are chosen.
 // `nonzero` has bit j set for a non-zero at group position j < group, `count` of them, <= keep.

@@ -59,5 +59,33 @@ TEST(WordNonzeroBits, ThirtyTwoBitLanesAsElementByElement) {
   expect_same_bits<uint32_t>(e, 0x80000000u);
 }
 
+// The 16-nibble check of validate(Sparse24) against the per-nibble rule: every nibble value at every
+// position among valid neighbours, and random words.
+TEST(WordBits, Sparse24NibblesAMachineWordAtATime) {
+  const uint64_t valid_word = 0x4444444444444444ull;
+  EXPECT_TRUE(all_sparse24_nibbles_valid(valid_word));
+  for (int pos = 0; pos < 16; ++pos) {
+    for (uint64_t nibble = 0; nibble < 16; ++nibble) {
+      const uint64_t word = (valid_word & ~(uint64_t{0xF} << (4 * pos))) | (nibble << (4 * pos));
+      EXPECT_EQ(all_sparse24_nibbles_valid(word), valid_sparse24_nibble(static_cast<unsigned>(nibble)))
+          << "nibble " << nibble << " at " << pos;
+    }
+  }
+  std::mt19937_64 rng(24);
+  const unsigned valid[6] = {0x4, 0x8, 0x9, 0xC, 0xD, 0xE};
+  for (int i = 0; i < 20000; ++i) {
+    uint64_t word = 0;
+    bool expected = true;
+    for (int pos = 0; pos < 16; ++pos) {
+      // Mostly valid nibbles, so that whole words pass as often as they fail.
+      const uint64_t r = rng();
+      const unsigned nibble = (r % 64) != 0 ? valid[(r >> 8) % 6] : static_cast<unsigned>((r >> 16) & 0xF);
+      expected = expected && valid_sparse24_nibble(nibble);
+      word |= uint64_t{nibble} << (4 * pos);
+    }
+    ASSERT_EQ(all_sparse24_nibbles_valid(word), expected) << std::hex << word;
+  }
+}
+
 }  // namespace
 }  // namespace nmkit::format_detail
