@@ -96,6 +96,17 @@ Packed filled(size_t value_bytes, size_t bit_bytes) {
   return {std::vector<std::byte>(value_bytes + kGuard, std::byte{0xA5}), std::vector<uint8_t>(bit_bytes + kGuard, 0xA5)};
 }
 
+// The tier's kernel for the element size.
+bool run_kernel(const cpu::PruneKernels& k, const cpu::PrunePackRow& args, const std::vector<std::byte>& src,
+                size_t es, Packed& out) {
+  if (es == 4) {
+    return k.prune_pack32(args, reinterpret_cast<const uint32_t*>(src.data()),
+                          reinterpret_cast<uint32_t*>(out.values.data()), out.bits.data());
+  }
+  return k.prune_pack16(args, reinterpret_cast<const uint16_t*>(src.data()),
+                        reinterpret_cast<uint16_t*>(out.values.data()), out.bits.data());
+}
+
 TEST(PrunePackKernel, EveryTierMatchesTheReference) {
   std::mt19937_64 rng(2611);
   int tiers_run = 0;
@@ -117,11 +128,7 @@ TEST(PrunePackKernel, EveryTierMatchesTheReference) {
           const std::vector<std::byte> src = as_bytes(row_bits_pool(c.dtype, K, mix, rng), es);
           Packed want = filled(value_bytes, bit_bytes), got = filled(value_bytes, bit_bytes);
           ASSERT_TRUE(ref_prune_pack_row(args, src.data(), es, want.values.data(), want.bits.data())) << what;
-          const bool ok = es == 4 ? k.prune_pack32(args, reinterpret_cast<const uint32_t*>(src.data()),
-                                                   reinterpret_cast<uint32_t*>(got.values.data()), got.bits.data())
-                                  : k.prune_pack16(args, reinterpret_cast<const uint16_t*>(src.data()),
-                                                   reinterpret_cast<uint16_t*>(got.values.data()), got.bits.data());
-          ASSERT_TRUE(ok) << what;
+          ASSERT_TRUE(run_kernel(k, args, src, es, got)) << what;
           ASSERT_EQ(got.values, want.values) << what;
           ASSERT_EQ(got.bits, want.bits) << what;
         }
@@ -151,11 +158,7 @@ TEST(PrunePackKernel, NonFiniteValuesAreRefused) {
           Packed out = filled(static_cast<size_t>(K * 2) * es, static_cast<size_t>(K));
           const std::string what = std::string(tier_name(tier)) + " " + case_name(c, K) + " at " + std::to_string(at);
           EXPECT_FALSE(ref_prune_pack_row(args, src.data(), es, out.values.data(), out.bits.data())) << what;
-          const bool ok = es == 4 ? k.prune_pack32(args, reinterpret_cast<const uint32_t*>(src.data()),
-                                                   reinterpret_cast<uint32_t*>(out.values.data()), out.bits.data())
-                                  : k.prune_pack16(args, reinterpret_cast<const uint16_t*>(src.data()),
-                                                   reinterpret_cast<uint16_t*>(out.values.data()), out.bits.data());
-          EXPECT_FALSE(ok) << what;
+          EXPECT_FALSE(run_kernel(k, args, src, es, out)) << what;
         }
       }
     }
