@@ -40,6 +40,7 @@ bool prune_pack_fused(const TensorView& w, Pattern pattern, PruneMethod method, 
     return false;
   }
   if (pattern.group != 2 && pattern.group != 4 && pattern.group != 8 && pattern.group != 16) return false;
+  if (!Pattern::make(pattern.keep, pattern.group).ok()) return false;  // the general path names the error
   auto table = cpu::kernels();
   if (!table.ok()) return false;
   const cpu::PruneKernels& kernels = (*table)->prune;

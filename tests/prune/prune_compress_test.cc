@@ -166,6 +166,12 @@ TEST(PruneCompress, BadInputsNameTheTensor) {
   Sparse24 s24 = empty_sparse24(DType::BF16, 6, 16);
   EXPECT_NE(error_of(prune_compress(w.view(), Pattern{6, 8}, PruneMethod::Magnitude, {}, s24, 0, nullptr, "w")).find("2:4"),
             std::string::npos);
+  // A packed tensor made with an impossible pattern (empty_nm does not check it): an error, from the
+  // fused kernel's path as from the general one.
+  NMPacked impossible = empty_nm(DType::BF16, 6, 16, Pattern{8, 8});
+  EXPECT_NE(error_of(prune_compress(w.view(), Pattern{8, 8}, PruneMethod::Magnitude, {}, impossible, 0, nullptr, "w"))
+                .find("invalid pattern '8:8'"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -91,8 +91,8 @@ uint64_t fill_groups(uint64_t nz, int groups, int keep) {
 constexpr uint8_t kPairNibble[16] = {0, 0, 0, 0x4, 0, 0x8, 0x9, 0, 0, 0xC, 0xD, 0, 0xE, 0, 0, 0};
 
 // Rotation s + 1 brings lane (i + s + 1) mod G of each group to lane i; it reaches a lower index
-// (which wins a tie) exactly in the lanes where i mod G + s + 1 >= G. Built at compile time: per row
-// they cost as much as a row of 2048 elements' selection.
+// (which wins a tie) exactly in the lanes where i mod G + s + 1 >= G. Built at compile time, not per
+// row.
 template <class E, int W, int G>
 struct Rotations {
   alignas(64) E index[G - 1][W] = {};
