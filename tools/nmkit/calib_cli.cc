@@ -76,6 +76,10 @@ Result<CalibRun> calibrate_model(LlamaModel& model, const Tokenizer* tokenizer, 
                                  CalibMethod method, const CalibFlags& flags, CalibLinearFormat format) {
   auto options = calib_text_options(pattern, method, flags, format);
   if (!options.ok()) return options.error();
+  // Its callers (bench accuracy, eval) report perplexity, never the per-linear output errors, which
+  // cost a product with H per linear (twice with a refit) and for Wanda a Hessian as well: those run
+  // only for `nmkit prune --report` (docs/design.md 12).
+  options->output_error = false;
   Progress progress(std::string(calib_method_name(method)) + " " + pattern.str());
   show_calib_progress(progress, *options);
   // What an out-of-memory line names (tools/nmkit/memory.h): the text is read and tokenized whole.
