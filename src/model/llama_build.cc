@@ -270,19 +270,6 @@ Tensor stack_rows(const std::vector<TensorView>& parts) {
   return out;
 }
 
-Result<Tensor> load_checked(const TensorLoader& load, const std::string& name, const Shape& shape) {
-  auto t = load(name);
-  if (!t.ok()) return t.error();
-  if (t->dtype() != DType::F32) {
-    return Error(name + ": loader gave dtype " + std::string(dtype_name(t->dtype())) + ", expected F32");
-  }
-  if (t->shape() != shape) {
-    return Error(name + ": shape " + shape_str(t->shape()) + " does not match the model's " + shape_str(shape));
-  }
-  NMKIT_TRY(check_finite(t->view(), name));
-  return t;
-}
-
 }  // namespace
 
 Tensor* Block::vector(std::string_view gguf) {
@@ -447,80 +434,6 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const TensorLoad
   return build(params, tensors, options);
 }
 
-namespace model {
-namespace {
-
-// The embedding in its file's dtype when the source gives its bytes, else as f32.
-Result<Embedding> load_embedding(const ModelTensors& src, const LlamaParams& p) {
-  const std::string name = "token_embd.weight";
-  const Shape shape{p.n_vocab, p.n_embd};
-  if (src.stored) {
-    if (auto stored = src.stored(name)) {
-      if (stored->shape != shape) {
-        return Error(name + ": shape " + shape_str(stored->shape) + " does not match the model's " + shape_str(shape));
-      }
-      return Embedding::over(std::move(*stored), name);
-    }
-  }
-  auto t = load_checked(src.load_f32, name, shape);
-  if (!t.ok()) return t.error();
-  return Embedding::of(std::move(*t));
-}
-
-void release(const ModelTensors& src, const std::string& name) {
-  if (src.release) src.release(name);
-}
-
-std::optional<DType> float_dtype(GgmlType type) {
-  switch (type) {
-    case GgmlType::F32: return DType::F32;
-    case GgmlType::F16: return DType::F16;
-    case GgmlType::BF16: return DType::BF16;
-    default: return std::nullopt;
-  }
-}
-
-// A weight as the model reads it: its stored bytes where the file holds them as F32, F16 or BF16 in
-// GGUF row order (read where they lie, through the mapping that ModelTensors keeps open), else its
-// values as f32 (dequantized or permuted: a temporary).
-struct Weight {
-  Tensor owned;
-  TensorView view;
-  std::shared_ptr<const void> owner;  // what keeps `view` alive when it lies in the file's mapping
-};
-
-// finite = false where the caller prunes or quantizes the weight at once: pruning and int8
-// quantization find a NaN or infinity themselves and name its row and column (a pass over the
-// weight saved).
-Result<Weight> load_weight(const ModelTensors& src, const std::string& name, const Shape& shape, bool finite = true) {
-  if (src.stored) {
-    if (auto stored = src.stored(name)) {
-      if (auto dtype = float_dtype(stored->type)) {
-        if (stored->shape != shape) {
-          return Error(name + ": shape " + shape_str(stored->shape) + " does not match the model's " + shape_str(shape));
-        }
-        const TensorView view{*dtype, shape, stored->data};
-        if (finite) NMKIT_TRY(check_finite(view, name));
-        return Weight{Tensor(), view, stored->owner};
-      }
-    }
-  }
-  auto t = load_checked(src.load_f32, name, shape);
-  if (!t.ok()) return t.error();
-  Weight w{std::move(*t), {}, nullptr};
-  w.view = w.owned.view();
-  return w;
-}
-
-// The weight as an f32 tensor of its own (calibration keeps the block linears so).
-Tensor f32_copy(Weight& w) {
-  if (w.view.dtype != DType::F32) return convert_rows(w.view, DType::F32);
-  if (w.owned.numel() > 0 && w.owned.data() == w.view.data) return std::move(w.owned);
-  return Tensor::copy_of(w.view);
-}
-
-}  // namespace
-}  // namespace model
 
 Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTensors& tensors,
                                      const ModelOptions& options) {

@@ -60,6 +60,30 @@ Tensor convert_rows(const TensorView& w, DType dtype);
 // An Error naming the first element of w (F32, F16 or BF16) that is not finite.
 Status check_finite(const TensorView& w, const std::string& name);
 
+// Reading a model's tensors from its source (model_weights.cc).
+// The loader's f32 tensor `name`, checked for dtype, shape and finite values.
+Result<Tensor> load_checked(const TensorLoader& load, const std::string& name, const Shape& shape);
+// The embedding in its file's dtype when the source gives its bytes, else as f32.
+Result<Embedding> load_embedding(const ModelTensors& src, const LlamaParams& p);
+// Gives the source pages of tensor `name` back (where the source can).
+void release(const ModelTensors& src, const std::string& name);
+// The dtype of a ggml F32, F16 or BF16 tensor; nullopt for the block types.
+std::optional<DType> float_dtype(GgmlType type);
+// A weight as the model reads it: its stored bytes where the file holds them as F32, F16 or BF16 in
+// GGUF row order (read where they lie, through the mapping that ModelTensors keeps open), else its
+// values as f32 (dequantized or permuted: a temporary).
+struct Weight {
+  Tensor owned;
+  TensorView view;
+  std::shared_ptr<const void> owner;  // what keeps `view` alive when it lies in the file's mapping
+};
+// finite = false where the caller prunes or quantizes the weight at once: pruning and int8
+// quantization find a NaN or infinity themselves and name its row and column (a pass over the
+// weight saved).
+Result<Weight> load_weight(const ModelTensors& src, const std::string& name, const Shape& shape, bool finite = true);
+// The weight as an f32 tensor of its own (calibration keeps the block linears so).
+Tensor f32_copy(Weight& w);
+
 struct Block {
   // The family's vectors (family.h), f32; those a family lacks stay empty.
   Tensor attn_norm, ffn_norm;             // [n_embd]
