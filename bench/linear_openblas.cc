@@ -2,6 +2,8 @@
 
 #if NMKIT_HAVE_OPENBLAS
 #include <cblas.h>
+
+#include "calib/blas_kernels.h"
 #endif
 
 namespace nmkit::bench {
@@ -9,7 +11,12 @@ namespace nmkit::bench {
 #if NMKIT_HAVE_OPENBLAS
 bool have_openblas() { return true; }
 std::string openblas_core() { return openblas_get_corename(); }
-void openblas_threads(int threads) { openblas_set_num_threads(threads); }
+// The baseline runs the kernels calibration runs (docs/design.md 12, "BLAS kernels"), not the
+// Prescott fallback of an OpenBLAS older than the CPU.
+void openblas_threads(int threads) {
+  calib_detail::select_blas_kernels();
+  openblas_set_num_threads(threads);
+}
 #else
 bool have_openblas() { return false; }
 std::string openblas_core() { return ""; }

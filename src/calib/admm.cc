@@ -16,6 +16,7 @@
 #include <string>
 
 #include "calib/admm_projection.h"
+#include "calib/blas_kernels.h"
 #include "calib/method_common.h"
 #include "calib/single_blas_thread.h"
 #include "core/stopwatch.h"
@@ -145,6 +146,7 @@ int AdmmOptions::rho_level(int iteration) const {
 double AdmmOptions::rho_at(int level) const { return rho * std::pow(rho_growth, level); }
 
 Result<AdmmFactor> admm_factor(const double* H, int64_t K, const AdmmOptions& options, std::string_view name) {
+  calib_detail::select_blas_kernels();
   if (!(options.rho > 0) || !std::isfinite(options.rho) || !(options.rho_growth > 0) ||
       !std::isfinite(options.rho_growth)) {
     return Error(layer_prefix(name) + "ADMM's rho must be finite and > 0, got " + num(options.rho) +
@@ -217,6 +219,7 @@ Result<AdmmResult> admm_prune(const TensorView& w, const double* H, Pattern patt
 
 Result<AdmmResult> admm_prune_with(const TensorView& w, const AdmmFactor& factor, Pattern pattern,
                                    const AdmmOptions& options, std::string_view name) {
+  calib_detail::select_blas_kernels();
   const std::string where = layer_prefix(name);
   if (w.shape.size() != 2) {
     return Error(where + "ADMM needs a 2-D weight [rows, K], got shape " + shape_str(w.shape));

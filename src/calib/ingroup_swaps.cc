@@ -15,6 +15,7 @@
 #include <cmath>
 #include <string>
 
+#include "calib/blas_kernels.h"
 #include "calib/method_common.h"
 #include "nmkit/calib.h"
 #include "nmkit/threads.h"
@@ -97,6 +98,7 @@ RowOutcome swap_row(const std::vector<double>& Hd, int64_t K, int group, int max
 
 Result<SwapResult> swap_in_groups(const TensorView& w, Tensor& pruned, const double* H, Pattern pattern,
                                   const SwapOptions& options, std::string_view name) {
+  calib_detail::select_blas_kernels();
   const std::string where = calib_detail::layer_prefix(name);
   if (w.shape.size() != 2 || pruned.shape() != w.shape || !is_prunable(pruned.dtype())) {
     return Error(where + "in-group swaps need the weight and its pruned form of one 2-D shape, got " +

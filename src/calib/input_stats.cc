@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "calib/blas_kernels.h"
 #include "nmkit/calib.h"
 
 namespace nmkit {
@@ -18,6 +19,7 @@ int64_t slab_rows(int64_t K) { return std::max<int64_t>(64, (int64_t{1} << 18) /
 
 InputStats::InputStats(int64_t K, bool with_hessian) : K_(K), sum_sq_(K, 0.0) {
   if (with_hessian) {
+    calib_detail::select_blas_kernels();  // before dsyrk
     hessian_.assign(static_cast<size_t>(K * K), 0.0);
     slab_.resize(static_cast<size_t>(slab_rows(K) * K));
   }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 
+#include "calib/blas_kernels.h"
 #include "calib/method_common.h"
 #include "calib/single_blas_thread.h"
 #include "nmkit/calib.h"
@@ -34,6 +35,7 @@ lapack_int factor_inverse(std::vector<double>& a, int64_t K) {
 
 Result<InverseCholesky> inverse_cholesky(const double* H, int64_t K, double damping,
                                          std::string_view name) {
+  calib_detail::select_blas_kernels();
   auto checked = calib_detail::checked_hessian(H, K, damping, name);
   if (!checked.ok()) return checked.error();
   const std::vector<double>& base = checked->h;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "calib/blas_kernels.h"
 #include "prune/row_sums.h"
 
 namespace nmkit::calib_detail {
@@ -64,6 +65,7 @@ Result<std::vector<float>> finite_f32(const TensorView& w, std::string_view name
 }
 
 double quadratic_trace(const std::vector<double>& a, int64_t rows, int64_t K, const double* H) {
+  select_blas_kernels();
   std::vector<double> ah(static_cast<size_t>(rows * K));
   cblas_dsymm(CblasRowMajor, CblasRight, CblasUpper, static_cast<int>(rows), static_cast<int>(K), 1.0, H,
               static_cast<int>(K), a.data(), static_cast<int>(K), 0.0, ah.data(), static_cast<int>(K));

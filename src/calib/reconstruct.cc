@@ -11,12 +11,14 @@
 #include <cmath>
 #include <string>
 
+#include "calib/blas_kernels.h"
 #include "nmkit/calib.h"
 
 namespace nmkit {
 
 Result<ReconstructResult> reconstruct_kept(const TensorView& w, Tensor& pruned, const double* H,
                                            int iterations, double damping, std::string_view name) {
+  calib_detail::select_blas_kernels();
   const std::string where = name.empty() ? std::string() : "layer '" + std::string(name) + "': ";
   if (w.shape.size() != 2 || pruned.shape() != w.shape || !is_prunable(pruned.dtype())) {
     return Error(where + "reconstruction needs the weight and its pruned form of one 2-D shape, got " +

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <string>
 
+#include "calib/blas_kernels.h"
 #include "nmkit/calib.h"
 #include "nmkit/threads.h"
 #include "calib/method_common.h"
@@ -98,6 +99,7 @@ Result<SparseGptResult> sparsegpt_prune(const TensorView& w, const double* H, Pa
 Result<SparseGptResult> sparsegpt_prune_with(const TensorView& w, const InverseCholesky& factor,
                                              Pattern pattern, const SparseGptOptions& options,
                                              std::string_view name) {
+  calib_detail::select_blas_kernels();
   if (w.shape.size() != 2) {
     return Error(layer_prefix(name) + "SparseGPT needs a 2-D weight [rows, K], got shape " +
                  shape_str(w.shape));
