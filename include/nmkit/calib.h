@@ -33,13 +33,16 @@ class InputStats {
   std::vector<float> act_norms() const;
   // H = X^T X, K x K row-major, both triangles filled (empty without a Hessian).
   std::vector<double> hessian() const;
+  // The same H, moved out: the statistics hold no Hessian afterwards (tokens and act_norms stay), so
+  // a caller done adding needs no second K x K copy (8B's ffn_down: 1.6 GB).
+  std::vector<double> take_hessian();
 
  private:
   int64_t K_ = 0;
   int64_t tokens_ = 0;
   std::vector<double> sum_sq_;
   std::vector<double> hessian_;  // upper triangle (row-major) accumulated; lower filled on read
-  std::vector<double> slab_;     // rows of X converted to float64
+  std::vector<double> slab_;     // rows of X converted to float64, sized by the first add
 };
 
 // Wanda: prunes w by the score |w| * a[k] with a = stats.act_norms() (design sections 2 and 12).

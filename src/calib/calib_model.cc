@@ -342,7 +342,7 @@ Status ModelCalibrator::State::run_block() {
     }
     NMKIT_TRY(choose_permutation(b, groups));
     NMKIT_TRY(unselected_back(b, pruned));
-    for (const GroupStats& g : groups) {
+    for (GroupStats& g : groups) {
       if (std::none_of(g.names.begin(), g.names.end(), [&](const std::string& name) { return selected(b, name); })) {
         continue;  // no Hessian for a group left as it is
       }
@@ -350,7 +350,8 @@ Status ModelCalibrator::State::run_block() {
       InverseCholesky factor;
       AdmmFactor admm;
       double chol_share = 0;
-      if (full_hessian) H = permute_symmetric(g.stats->hessian(), g.stats->K(), g.order);
+      // Taken, not copied: the stats are done once the block's pass is (one K x K buffer less).
+      if (full_hessian) H = permute_symmetric(g.stats->take_hessian(), g.stats->K(), g.order);
       if (options.method == CalibMethod::SparseGpt) {
         const auto tc = Clock::now();
         auto f = inverse_cholesky(H.data(), g.stats->K(), options.sparsegpt.damping, tensor_name(b, g.names.front()));
@@ -368,7 +369,7 @@ Status ModelCalibrator::State::run_block() {
         times.cholesky += chol;
         chol_share = chol / static_cast<double>(g.names.size());
       } else if (g.error_stats) {
-        H = permute_symmetric(g.error_stats->hessian(), g.stats->K(), g.order);
+        H = permute_symmetric(g.error_stats->take_hessian(), g.stats->K(), g.order);
       }
       for (const std::string& name : g.names) {
         if (!selected(b, name)) continue;

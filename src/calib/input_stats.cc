@@ -11,9 +11,17 @@
 namespace nmkit {
 namespace {
 
-// Rows of X converted per dsyrk call: ~2 MB of float64, large enough that dsyrk runs as a
-// blocked rank-k update (measured: below ~64 rows it falls to rank-1-like speed).
-int64_t slab_rows(int64_t K) { return std::max<int64_t>(64, (int64_t{1} << 18) / std::max<int64_t>(K, 1)); }
+// Rows of X converted per dsyrk call: about 32 MB of float64 (at least 64 rows), so that each call
+// is a rank-k update long enough to run at dsyrk's compute rate rather than at the rate H streams
+// through memory (H is read and written once a call: 537 MB at K = 8192).
+int64_t slab_rows(int64_t K) { return std::max<int64_t>(64, (int64_t{1} << 22) / std::max<int64_t>(K, 1)); }
+
+// H is accumulated in its upper triangle; a reader gets both.
+void fill_lower_triangle(std::vector<double>& h, int64_t K) {
+  for (int64_t i = 0; i < K && !h.empty(); ++i) {
+    for (int64_t j = 0; j < i; ++j) h[i * K + j] = h[j * K + i];
+  }
+}
 
 }  // namespace
 
@@ -21,7 +29,6 @@ InputStats::InputStats(int64_t K, bool with_hessian) : K_(K), sum_sq_(K, 0.0) {
   if (with_hessian) {
     calib_detail::select_blas_kernels();  // before dsyrk
     hessian_.assign(static_cast<size_t>(K * K), 0.0);
-    slab_.resize(static_cast<size_t>(slab_rows(K) * K));
   }
 }
 
@@ -38,7 +45,8 @@ void InputStats::add(const float* X, int64_t tokens, int64_t ld) {
   }
   tokens_ += tokens;
   if (hessian_.empty() || K == 0) return;
-  const int64_t slab = slab_rows(K);
+  const int64_t slab = std::min(slab_rows(K), tokens);
+  if (slab_.size() < static_cast<size_t>(slab * K)) slab_.resize(static_cast<size_t>(slab * K));
   for (int64_t t0 = 0; t0 < tokens; t0 += slab) {
     const int64_t n = std::min(slab, tokens - t0);
     for (int64_t t = 0; t < n; ++t) {
@@ -60,10 +68,15 @@ std::vector<float> InputStats::act_norms() const {
 
 std::vector<double> InputStats::hessian() const {
   std::vector<double> h = hessian_;
-  const int64_t K = K_;
-  for (int64_t i = 0; i < K && !h.empty(); ++i) {
-    for (int64_t j = 0; j < i; ++j) h[i * K + j] = h[j * K + i];
-  }
+  fill_lower_triangle(h, K_);
+  return h;
+}
+
+std::vector<double> InputStats::take_hessian() {
+  std::vector<double> h = std::move(hessian_);
+  hessian_.clear();
+  fill_lower_triangle(h, K_);
+  slab_ = {};
   return h;
 }
 
