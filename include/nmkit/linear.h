@@ -31,6 +31,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -86,6 +87,18 @@ class SparseLinear {
   // 2:4 kernels: faster than the bitmask kernels for few tokens. Larger calls decompress its rows
   // (tiles, or panels under oneDNN's GEMM) and meet the lifted X.
   static Result<SparseLinear> nm(const NMPacked& weight, const LinearOptions& options = {});
+  // INT8 nm (group <= 16) and 2:4 sparse24 layers built a slice of rows at a time by a caller that
+  // prunes into each slice: `fill(row0, slice)` writes rows [row0, row0 + slice.rows()) of the
+  // pruned weight into `slice` (zeroed; values of dtype `values`, F32 or BF16). The layer equals
+  // nm / sparse24 of the whole pruned weight with options.int8 (implied), byte for byte, while only
+  // a slice of about 2 MiB ever exists in the float form and no codes tensor of the whole weight
+  // does (a model pruned and quantized on load, docs/design.md 11.7). A fill's Error is returned.
+  static Result<SparseLinear> nm_int8_by_rows(int64_t rows, int64_t K, Pattern pattern, DType values,
+                                              const std::function<Status(int64_t row0, NMPacked& slice)>& fill,
+                                              const LinearOptions& options = {});
+  static Result<SparseLinear> sparse24_int8_by_rows(int64_t rows, int64_t K, DType values,
+                                                    const std::function<Status(int64_t row0, Sparse24& slice)>& fill,
+                                                    const LinearOptions& options = {});
   // A SlideSparse weight: [rows, geometry.K_prime], 2:4-compliant, from a keep:2N weight of logical
   // width geometry.K (docs/design.md 5). Runs as INT8 2:4 on activations lifted to K_prime while they are
   // quantized (options.int8 is implied). From a few tokens per call (the plan) its rows are

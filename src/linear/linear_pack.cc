@@ -198,58 +198,70 @@ Result<std::unique_ptr<PackedLinear>> pack_sparse24(const Sparse24& weight) {
 
 namespace {
 
-// The nm records (include/nmkit/linear.h) of a validated weight whose values are `values` ([rows,
-// groups * keep], the weight's own or their INT8 codes), packed in `dtype`, in superchunks of
-// lcm(group, chunk) K.
-std::unique_ptr<PackedLinear> nm_records(const NMPacked& weight, const Tensor& values, DType dtype, int64_t chunk) {
-  const Pattern pattern = weight.pattern;
-  auto packed = start(WeightFormat::NM, dtype, weight.rows(), weight.K, chunk);
+// The empty nm records (include/nmkit/linear.h) of a [rows, K] keep:group weight packed in `dtype`,
+// in superchunks of lcm(group, chunk) K.
+std::unique_ptr<PackedLinear> nm_layout(Pattern pattern, int64_t rows, int64_t K, DType dtype, int64_t chunk) {
+  auto packed = start(WeightFormat::NM, dtype, rows, K, chunk);
   packed->pattern = pattern;
   packed->superchunk = std::lcm<int64_t>(pattern.group, chunk);
-  packed->K_x = round_up(weight.K_pad(), packed->superchunk);
+  packed->K_x = round_up(pattern.padded(K), packed->superchunk);
   packed->value_stride = packed->superchunk / pattern.group * pattern.keep;
   packed->mask_stride = packed->superchunk / 8;
-  const int64_t superchunks = packed->K_x / packed->superchunk;
-  const int64_t records = packed->row_blocks * superchunks * kLinearRowBlock;
+  const int64_t records = packed->row_blocks * (packed->K_x / packed->superchunk) * kLinearRowBlock;
   const size_t size = dtype_size(dtype);
   packed->values = AlignedBytes::zeros(static_cast<size_t>(records * packed->value_stride) * size + kLinearSlack);
   packed->values.size = static_cast<size_t>(records * packed->value_stride) * size;
   packed->meta = AlignedBytes::zeros(static_cast<size_t>(records * packed->mask_stride));
+  return packed;
+}
+
+// The rows of a validated weight whose values are `values` ([rows, groups * keep], the weight's own
+// or their INT8 codes) placed in nm records from row `row0` of `packed` on.
+void nm_fill_rows(PackedLinear& packed, const NMPacked& weight, const Tensor& values, int64_t row0) {
+  const Pattern pattern = weight.pattern;
+  const int64_t superchunks = packed.K_x / packed.superchunk;
+  const DType dtype = packed.dtype;
+  const size_t size = dtype_size(dtype);
   const int64_t src_values = weight.groups() * pattern.keep;  // per source row
-  const int64_t groups_per_chunk = packed->superchunk / pattern.group;
-  auto* mask = packed->meta.as<uint8_t>();
+  const int64_t groups_per_chunk = packed.superchunk / pattern.group;
+  auto* mask = packed.meta.as<uint8_t>();
   const auto* src_mask = weight.mask.as<uint8_t>();
-  const int64_t src_mask_stride = weight.mask_stride(), chunk_bytes = packed->mask_stride;
+  const int64_t src_mask_stride = weight.mask_stride(), chunk_bytes = packed.mask_stride;
   const bool same_dtype = values.dtype() == dtype;
   // Rows in parallel, each writing only its own records. A superchunk is a whole number of bytes of
   // mask (chunks are multiples of 8 K), so its bits copy byte for byte; a source row has no bits
   // past K_pad (validate), so the bytes past its end stay zero.
-  parallel_for(weight.rows(), rows_per_task(packed->K_x), [&](int64_t r0, int64_t r1) {
+  parallel_for(weight.rows(), rows_per_task(packed.K_x), [&](int64_t r0, int64_t r1) {
     for (int64_t row = r0; row < r1; ++row) {
-      const int64_t b = row / kLinearRowBlock;
-      const int r = static_cast<int>(row % kLinearRowBlock);
+      const int64_t b = (row0 + row) / kLinearRowBlock;
+      const int r = static_cast<int>((row0 + row) % kLinearRowBlock);
       for (int64_t c = 0; c < superchunks; ++c) {
         const int64_t record = (b * superchunks + c) * kLinearRowBlock + r;
         // Groups past the weight's last one stay all-zero (no mask bits, zero values).
         const int64_t first = c * groups_per_chunk * pattern.keep;
-        const int64_t count = std::min(packed->value_stride, src_values - first);
+        const int64_t count = std::min(packed.value_stride, src_values - first);
         if (same_dtype && count > 0) {
-          std::memcpy(packed->values.data.get() + static_cast<size_t>(record * packed->value_stride) * size,
+          std::memcpy(packed.values.data.get() + static_cast<size_t>(record * packed.value_stride) * size,
                       values.data() + static_cast<size_t>(row * src_values + first) * size, static_cast<size_t>(count) * size);
         } else {
           for (int64_t i = 0; i < count; ++i) {
-            copy_element(values.dtype(), values.data(), row * src_values + first + i, dtype, packed->values.data.get(),
-                         record * packed->value_stride + i);
+            copy_element(values.dtype(), values.data(), row * src_values + first + i, dtype, packed.values.data.get(),
+                         record * packed.value_stride + i);
           }
         }
         const int64_t from = c * chunk_bytes;
         const int64_t bytes = std::min(chunk_bytes, src_mask_stride - from);
         if (bytes > 0) {
-          std::memcpy(mask + record * packed->mask_stride, src_mask + row * src_mask_stride + from, static_cast<size_t>(bytes));
+          std::memcpy(mask + record * packed.mask_stride, src_mask + row * src_mask_stride + from, static_cast<size_t>(bytes));
         }
       }
     }
   });
+}
+
+std::unique_ptr<PackedLinear> nm_records(const NMPacked& weight, const Tensor& values, DType dtype, int64_t chunk) {
+  auto packed = nm_layout(weight.pattern, weight.rows(), weight.K, dtype, chunk);
+  nm_fill_rows(*packed, weight, values, 0);
   return packed;
 }
 
@@ -337,52 +349,98 @@ Result<std::unique_ptr<PackedLinear>> pack_dense_int8(const std::vector<Quantize
   return packed;
 }
 
-Result<std::unique_ptr<PackedLinear>> pack_sparse24_int8(const QuantizedSparse24& weight) {
-  const Sparse24& w = weight.packed;
-  if (weight.type != QuantType::Int8 || w.dtype() != DType::I8) {
-    return Error("int8 sparse24 weight: expected I8 values, got " + std::string(dtype_name(w.dtype())));
-  }
-  NMKIT_TRY(check_shape(w.rows(), w.K, "int8 sparse24 weight"));
-  // K padded to 64: the last record of a row block may cover 64 K (cpu/linear_common.h
-  // sparse24_int8_k).
-  auto packed = start(WeightFormat::Sparse24, DType::I8, w.rows(), w.K, kLinearChunkInt8Tail);
-  NMKIT_TRY(check_int8(packed->K_x, "int8 sparse24 weight"));
-  const int64_t groups = w.K_pad() / 4;
+namespace {
+
+// The empty int8 sparse24 records of a [rows, K] weight (K padded to 64: the last record of a row
+// block may cover 64 K, cpu/linear_common.h sparse24_int8_k); padding groups are (0, 1) with zero
+// values.
+Result<std::unique_ptr<PackedLinear>> sparse24_int8_layout(int64_t rows, int64_t K, const std::string& what) {
+  NMKIT_TRY(check_shape(rows, K, what));
+  auto packed = start(WeightFormat::Sparse24, DType::I8, rows, K, kLinearChunkInt8Tail);
+  NMKIT_TRY(check_int8(packed->K_x, what));
   // Per row and chunk of 128 K: 64 values, then (in the meta array) four 32-bit words of 8 groups
   // each; a chunk of 64 K half of that.
   const int64_t padded_k = packed->row_blocks * kLinearRowBlock * packed->K_x;
   packed->values = AlignedBytes::zeros(static_cast<size_t>(padded_k / 2));
   packed->meta = AlignedBytes::zeros(static_cast<size_t>(padded_k / 8));
   auto* words = packed->meta.as<uint32_t>();
-  for (int64_t i = 0; i < padded_k / 32; ++i) words[i] = 0x44444444u;  // padding groups: (0, 1), zero values
-  auto* dst = packed->values.as<int8_t>();
+  for (int64_t i = 0; i < padded_k / 32; ++i) words[i] = 0x44444444u;
+  return packed;
+}
+
+// The rows of int8 sparse24 codes `w` placed in the records from row `row0` of `packed` on, their
+// code sums in sums[row0 + r].
+void sparse24_int8_fill_rows(PackedLinear& packed, const Sparse24& w, int64_t row0, std::vector<int32_t>& sums) {
+  const int64_t groups = w.K_pad() / 4;
+  auto* dst = packed.values.as<int8_t>();
   const auto* meta = w.meta.as<uint8_t>();
   const auto* src = w.values.as<int8_t>();
   const int64_t value_stride = w.K_pad() / 2;
-  std::vector<int32_t> sums(static_cast<size_t>(w.rows()), 0);
   // Rows in parallel: a row's records (values and meta words) belong to it alone. Within a record
   // the layout is the canonical one, chunk by chunk: slot s's nibble is bit 4s of the record's meta
   // (the canonical meta bytes, little-endian) and its values follow in order, so a chunk copies.
-  parallel_for(w.rows(), rows_per_task(packed->K_x), [&](int64_t r0, int64_t r1) {
-    auto* meta_bytes = packed->meta.as<uint8_t>();
+  parallel_for(w.rows(), rows_per_task(packed.K_x), [&](int64_t r0, int64_t r1) {
+    auto* meta_bytes = packed.meta.as<uint8_t>();
     for (int64_t row = r0; row < r1; ++row) {
-      const int64_t b = row / kLinearRowBlock, r = row % kLinearRowBlock;
+      const int64_t b = (row0 + row) / kLinearRowBlock, r = (row0 + row) % kLinearRowBlock;
       const int8_t* row_values = src + row * value_stride;
       const uint8_t* row_meta = meta + row * w.meta_stride();
       for (int64_t g0 = 0; g0 < groups; g0 += 32) {
-        const int64_t k = sparse24_int8_k(*packed, b, g0 / 32, r);
+        const int64_t k = sparse24_int8_k(packed, b, g0 / 32, r);
         const int64_t n = std::min<int64_t>(32, groups - g0);
         std::memcpy(dst + k / 2, row_values + 2 * g0, static_cast<size_t>(2 * n));
         copy_nibbles(meta_bytes + k / 8, row_meta + g0 / 2, n);
       }
       int32_t sum = 0;
       for (int64_t i = 0; i < 2 * groups; ++i) sum += row_values[i];
-      sums[static_cast<size_t>(row)] = sum;
+      sums[static_cast<size_t>(row0 + row)] = sum;
     }
   });
-  int8_rows(*packed, weight.scales, sums);
-  count_streamed_bytes(*packed);
-  return packed;
+}
+
+// Code sums of `rows` rows of `per_row` codes into sums[row0 + r].
+void code_sums(const int8_t* codes, int64_t rows, int64_t per_row, int64_t row0, std::vector<int32_t>& sums) {
+  parallel_for(rows, rows_per_task(per_row), [&](int64_t r0, int64_t r1) {
+    for (int64_t row = r0; row < r1; ++row) {
+      int32_t sum = 0;
+      for (int64_t i = 0; i < per_row; ++i) sum += codes[row * per_row + i];
+      sums[static_cast<size_t>(row0 + row)] = sum;
+    }
+  });
+}
+
+// Rows of a weight of width K in `dtype` per slice of the by-rows packers: about 2 MiB of packed
+// values, so that a slice is pruned, quantized and placed while it is in cache (at least a row block).
+int64_t slice_rows(int64_t K, DType dtype) {
+  const int64_t row_bytes = std::max<int64_t>(1, K * static_cast<int64_t>(dtype_size(dtype)));
+  return std::max<int64_t>(kLinearRowBlock, (int64_t{1} << 21) / row_bytes / kLinearRowBlock * kLinearRowBlock);
+}
+
+// What a slice's validation errors name: their rows count from the slice's first.
+std::string slice_name(const std::string& what, int64_t row0, int64_t rows) {
+  return what + " rows " + std::to_string(row0) + "-" + std::to_string(row0 + rows - 1);
+}
+
+// A slice's bytes zeroed before each fill (empty_* leaves them as allocated): what a fill leaves
+// unwritten is zero, never a previous slice's.
+void clear(Tensor& t) {
+  if (t.nbytes() > 0) std::memset(t.data(), 0, t.nbytes());
+}
+
+}  // namespace
+
+Result<std::unique_ptr<PackedLinear>> pack_sparse24_int8(const QuantizedSparse24& weight) {
+  const Sparse24& w = weight.packed;
+  if (weight.type != QuantType::Int8 || w.dtype() != DType::I8) {
+    return Error("int8 sparse24 weight: expected I8 values, got " + std::string(dtype_name(w.dtype())));
+  }
+  auto packed = sparse24_int8_layout(w.rows(), w.K, "int8 sparse24 weight");
+  if (!packed.ok()) return packed.error();
+  std::vector<int32_t> sums(static_cast<size_t>(w.rows()), 0);
+  sparse24_int8_fill_rows(**packed, w, 0, sums);
+  int8_rows(**packed, weight.scales, sums);
+  count_streamed_bytes(**packed);
+  return std::move(*packed);
 }
 
 Result<std::unique_ptr<PackedLinear>> pack_nm_int8(const NMPacked& weight, const Quantized& values) {
@@ -395,17 +453,68 @@ Result<std::unique_ptr<PackedLinear>> pack_nm_int8(const NMPacked& weight, const
   auto packed = nm_records(weight, values.codes, DType::I8, kLinearChunkInt8Tail);
   NMKIT_TRY(check_int8(packed->K_x, "int8 nm weight"));
   std::vector<int32_t> sums(static_cast<size_t>(packed->rows), 0);
-  const auto* codes = values.codes.as<int8_t>();
-  parallel_for(packed->rows, rows_per_task(per_row), [&](int64_t r0, int64_t r1) {
-    for (int64_t row = r0; row < r1; ++row) {
-      int32_t sum = 0;
-      for (int64_t i = 0; i < per_row; ++i) sum += codes[row * per_row + i];
-      sums[static_cast<size_t>(row)] = sum;
-    }
-  });
+  code_sums(values.codes.as<int8_t>(), packed->rows, per_row, 0, sums);
   int8_rows(*packed, values.scales, sums);
   count_streamed_bytes(*packed);
   return packed;
+}
+
+Result<std::unique_ptr<PackedLinear>> pack_nm_int8_by_rows(int64_t rows, int64_t K, Pattern pattern, DType dtype,
+                                                           const NMSliceFill& fill) {
+  const std::string what = "int8 nm weight";
+  NMKIT_TRY(check_shape(rows, K, what));
+  if (pattern.group > 16) {
+    return Error(what + ": pattern " + pattern.str() + " has group > 16 (kernels take groups up to 16)");
+  }
+  NMKIT_TRY(check_int8(round_up(pattern.padded(K), std::lcm<int64_t>(pattern.group, kLinearChunkInt8Tail)), what));
+  auto packed = nm_layout(pattern, rows, K, DType::I8, kLinearChunkInt8Tail);
+  std::vector<int32_t> sums(static_cast<size_t>(rows), 0);
+  Tensor scales = Tensor::empty(DType::F32, {rows});
+  const int64_t step = slice_rows(K, dtype);
+  NMPacked slice;
+  for (int64_t row0 = 0; row0 < rows; row0 += step) {
+    const int64_t n = std::min(step, rows - row0);
+    if (slice.rows() != n || slice.values.nbytes() == 0) slice = empty_nm(dtype, n, K, pattern);
+    clear(slice.values);
+    clear(slice.mask);
+    NMKIT_TRY(fill(row0, slice));
+    NMKIT_TRY(validate(slice, slice_name(what, row0, n)));
+    // Per-row codes: a slice's are the whole weight's rows'.
+    auto q = quantize_weights(slice.values.view(), QuantType::Int8, what);
+    if (!q.ok()) return q.error();
+    nm_fill_rows(*packed, slice, q->codes, row0);
+    code_sums(q->codes.as<int8_t>(), n, q->codes.cols(), row0, sums);
+    std::memcpy(scales.as<float>() + row0, q->scales.data(), static_cast<size_t>(n) * 4);
+  }
+  int8_rows(*packed, scales, sums);
+  count_streamed_bytes(*packed);
+  return packed;
+}
+
+Result<std::unique_ptr<PackedLinear>> pack_sparse24_int8_by_rows(int64_t rows, int64_t K, DType dtype,
+                                                                 const Sparse24SliceFill& fill) {
+  const std::string what = "int8 sparse24 weight";
+  auto packed = sparse24_int8_layout(rows, K, what);
+  if (!packed.ok()) return packed.error();
+  std::vector<int32_t> sums(static_cast<size_t>(rows), 0);
+  Tensor scales = Tensor::empty(DType::F32, {rows});
+  const int64_t step = slice_rows(K, dtype);
+  Sparse24 slice;
+  for (int64_t row0 = 0; row0 < rows; row0 += step) {
+    const int64_t n = std::min(step, rows - row0);
+    if (slice.rows() != n || slice.values.nbytes() == 0) slice = empty_sparse24(dtype, n, K);
+    clear(slice.values);
+    clear(slice.meta);
+    NMKIT_TRY(fill(row0, slice));
+    NMKIT_TRY(validate(slice, slice_name(what, row0, n)));
+    auto q = quantize_weights(slice, QuantType::Int8, what);
+    if (!q.ok()) return q.error();
+    sparse24_int8_fill_rows(**packed, q->packed, row0, sums);
+    std::memcpy(scales.as<float>() + row0, q->scales.data(), static_cast<size_t>(n) * 4);
+  }
+  int8_rows(**packed, scales, sums);
+  count_streamed_bytes(**packed);
+  return std::move(*packed);
 }
 
 }  // namespace nmkit::cpu

@@ -26,6 +26,7 @@
 //     unsigned-activation form of VNNI).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -57,6 +58,19 @@ Result<std::unique_ptr<PackedLinear>> pack_sparse24_int8(const QuantizedSparse24
 // quantize_weights gives them for weight.values) in the nm records of an f32 weight, superchunks of
 // lcm(group, 64) K: 64 K are one mask word and the codes that one vpexpandb places.
 Result<std::unique_ptr<PackedLinear>> pack_nm_int8(const NMPacked& weight, const Quantized& values);
+
+// The same INT8 nm and sparse24 records built a slice of rows at a time: `fill(row0, slice)` writes
+// rows [row0, row0 + slice.rows()) of the weight into `slice` (zeroed, values in `dtype`, F32 or
+// BF16), which is then quantized per row and placed. Only one slice of about 2 MiB exists in the
+// float form, and no codes tensor of the whole weight: a model pruned and quantized on load writes
+// its records straight (docs/design.md 11.7). Byte for byte pack_nm_int8 / pack_sparse24_int8 of
+// the whole weight, quantized as quantize_weights does. An Error of `fill` is returned as it is.
+using NMSliceFill = std::function<Status(int64_t row0, NMPacked& slice)>;
+using Sparse24SliceFill = std::function<Status(int64_t row0, Sparse24& slice)>;
+Result<std::unique_ptr<PackedLinear>> pack_nm_int8_by_rows(int64_t rows, int64_t K, Pattern pattern, DType dtype,
+                                                           const NMSliceFill& fill);
+Result<std::unique_ptr<PackedLinear>> pack_sparse24_int8_by_rows(int64_t rows, int64_t K, DType dtype,
+                                                                 const Sparse24SliceFill& fill);
 
 // Fills streamed_bytes from the packed arrays (values without slack, meta, int8 scales and sums).
 void count_streamed_bytes(PackedLinear& packed);

@@ -145,6 +145,22 @@ Result<SparseLinear> SparseLinear::nm(const NMPacked& weight, const LinearOption
   return finish(cpu::pack_nm(weight), options);
 }
 
+Result<SparseLinear> SparseLinear::nm_int8_by_rows(int64_t rows, int64_t K, Pattern pattern, DType values,
+                                                   const std::function<Status(int64_t, NMPacked&)>& fill,
+                                                   const LinearOptions& options) {
+  LinearOptions int8 = options;
+  int8.int8 = true;
+  return finish(cpu::pack_nm_int8_by_rows(rows, K, pattern, values, fill), int8);
+}
+
+Result<SparseLinear> SparseLinear::sparse24_int8_by_rows(int64_t rows, int64_t K, DType values,
+                                                         const std::function<Status(int64_t, Sparse24&)>& fill,
+                                                         const LinearOptions& options) {
+  LinearOptions int8 = options;
+  int8.int8 = true;
+  return finish(cpu::pack_sparse24_int8_by_rows(rows, K, values, fill), int8);
+}
+
 Result<SparseLinear> SparseLinear::slid(const TensorView& slid_weight, const SlideGeometry& geometry,
                                         const LinearOptions& options) {
   if (slid_weight.shape.size() != 2 || slid_weight.cols() != geometry.K_prime()) {
