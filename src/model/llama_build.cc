@@ -401,7 +401,39 @@ Status Block::prune_pack_group(int g, const ModelOptions& o, int64_t b, const st
     return ok_status();
   };
   Result<SparseLinear> linear = Error("");
-  if (o.format == LinearFormat::NM) {
+  if (o.weights == DType::I8) {
+    // INT8: each slice of the group's rows pruned, quantized and placed in the records while in
+    // cache; the packed float values and the codes of the whole group never exist (design 11.7).
+    bool fill_failed = false;  // the pruning's own errors are returned as they are
+    auto fill_slice = [&](int64_t slice0, auto& slice) -> Status {
+      const int64_t slice1 = slice0 + slice.rows();
+      int64_t part0 = 0;
+      size_t part = 0;
+      for (size_t i = 0; i < 7; ++i) {
+        if (kLinearGroup[i] != g) continue;
+        const TensorView& w = parts[part++];
+        const int64_t first = std::max(slice0, part0), last = std::min(slice1, part0 + w.rows());
+        if (first < last) {
+          const std::string part_name = block_tensor_name(b, LlamaModel::block_linear_names()[i]);
+          const TensorView rows_of_w{w.dtype, {last - first, K},
+                                     w.data + static_cast<size_t>((first - part0) * K) * dtype_size(w.dtype)};
+          Status pruned = prune_compress(rows_of_w, *o.pattern, o.method, {}, slice, first - slice0, nullptr, part_name);
+          if (!pruned.ok()) {
+            fill_failed = true;
+            // A NaN or infinity named by its row and column in its own tensor, not in the slice.
+            NMKIT_TRY(check_finite(w, part_name));
+            return pruned;
+          }
+        }
+        part0 += w.rows();
+      }
+      return ok_status();
+    };
+    linear = o.format == LinearFormat::NM
+                 ? SparseLinear::nm_int8_by_rows(rows, K, *o.pattern, form, fill_slice, lo)
+                 : SparseLinear::sparse24_int8_by_rows(rows, K, form, fill_slice, lo);
+    if (!linear.ok() && fill_failed) return linear.error();
+  } else if (o.format == LinearFormat::NM) {
     NMPacked packed = empty_nm(form, rows, K, *o.pattern);
     NMKIT_TRY(fill(packed));
     linear = SparseLinear::nm(packed, lo);

@@ -245,7 +245,8 @@ def item5_values(tmp, rng):
     # Pruned or quantized to int8 on load, the weight is not scanned first: pruning or quantization
     # names the value, by the part's own tensor where q/k/v or gate/up are stacked (ffn_up here).
     for extra in ([], ["--weights", "int8"], ["--pattern", "2:4", "--format", "sparse24"],
-                  ["--pattern", "6:8", "--format", "nm", "--weights", "int8"]):
+                  ["--pattern", "6:8", "--format", "nm", "--weights", "int8"],
+                  ["--pattern", "2:4", "--format", "sparse24", "--weights", "int8"]):
         expect_error(f"5: eval of a NaN weight {' '.join(extra)}", nmkit("eval", nan_model, "--text", text, "--ctx", "64", *extra),
                      "blk.0.ffn_up.weight", "row 2, column 5 is nan")
     for key, kwargs in (("layer_norm_rms_epsilon", dict(rms_eps=float("inf"))),
