@@ -426,6 +426,26 @@ std::string slice_name(const std::string& what, int64_t row0, int64_t rows) {
 void clear(Tensor& t) {
   if (t.nbytes() > 0) std::memset(t.data(), 0, t.nbytes());
 }
+Tensor& position_bits(NMPacked& p) { return p.mask; }
+Tensor& position_bits(Sparse24& p) { return p.meta; }
+
+// The slice loop of the by-rows packers: slices of `step` rows (one allocation per size), each
+// zeroed, filled, validated and handed to `place(row0, slice)`, which quantizes it into the records.
+template <class Packed, class Make, class Place>
+Status for_each_slice(int64_t rows, int64_t step, const std::string& what, Make make,
+                      const std::function<Status(int64_t, Packed&)>& fill, Place place) {
+  Packed slice;
+  for (int64_t row0 = 0; row0 < rows; row0 += step) {
+    const int64_t n = std::min(step, rows - row0);
+    if (slice.rows() != n || slice.values.nbytes() == 0) slice = make(n);
+    clear(slice.values);
+    clear(position_bits(slice));
+    NMKIT_TRY(fill(row0, slice));
+    NMKIT_TRY(validate(slice, slice_name(what, row0, n)));
+    NMKIT_TRY(place(row0, slice));
+  }
+  return ok_status();
+}
 
 }  // namespace
 
@@ -470,22 +490,17 @@ Result<std::unique_ptr<PackedLinear>> pack_nm_int8_by_rows(int64_t rows, int64_t
   auto packed = nm_layout(pattern, rows, K, DType::I8, kLinearChunkInt8Tail);
   std::vector<int32_t> sums(static_cast<size_t>(rows), 0);
   Tensor scales = Tensor::empty(DType::F32, {rows});
-  const int64_t step = slice_rows(K, dtype);
-  NMPacked slice;
-  for (int64_t row0 = 0; row0 < rows; row0 += step) {
-    const int64_t n = std::min(step, rows - row0);
-    if (slice.rows() != n || slice.values.nbytes() == 0) slice = empty_nm(dtype, n, K, pattern);
-    clear(slice.values);
-    clear(slice.mask);
-    NMKIT_TRY(fill(row0, slice));
-    NMKIT_TRY(validate(slice, slice_name(what, row0, n)));
-    // Per-row codes: a slice's are the whole weight's rows'.
-    auto q = quantize_weights(slice.values.view(), QuantType::Int8, what);
-    if (!q.ok()) return q.error();
-    nm_fill_rows(*packed, slice, q->codes, row0);
-    code_sums(q->codes.as<int8_t>(), n, q->codes.cols(), row0, sums);
-    std::memcpy(scales.as<float>() + row0, q->scales.data(), static_cast<size_t>(n) * 4);
-  }
+  NMKIT_TRY(for_each_slice<NMPacked>(
+      rows, slice_rows(K, dtype), what, [&](int64_t n) { return empty_nm(dtype, n, K, pattern); }, fill,
+      [&](int64_t row0, const NMPacked& slice) -> Status {
+        // Per-row codes: a slice's are the whole weight's rows'.
+        auto q = quantize_weights(slice.values.view(), QuantType::Int8, what);
+        if (!q.ok()) return q.error();
+        nm_fill_rows(*packed, slice, q->codes, row0);
+        code_sums(q->codes.as<int8_t>(), slice.rows(), q->codes.cols(), row0, sums);
+        std::memcpy(scales.as<float>() + row0, q->scales.data(), static_cast<size_t>(slice.rows()) * 4);
+        return ok_status();
+      }));
   int8_rows(*packed, scales, sums);
   count_streamed_bytes(*packed);
   return packed;
@@ -498,20 +513,15 @@ Result<std::unique_ptr<PackedLinear>> pack_sparse24_int8_by_rows(int64_t rows, i
   if (!packed.ok()) return packed.error();
   std::vector<int32_t> sums(static_cast<size_t>(rows), 0);
   Tensor scales = Tensor::empty(DType::F32, {rows});
-  const int64_t step = slice_rows(K, dtype);
-  Sparse24 slice;
-  for (int64_t row0 = 0; row0 < rows; row0 += step) {
-    const int64_t n = std::min(step, rows - row0);
-    if (slice.rows() != n || slice.values.nbytes() == 0) slice = empty_sparse24(dtype, n, K);
-    clear(slice.values);
-    clear(slice.meta);
-    NMKIT_TRY(fill(row0, slice));
-    NMKIT_TRY(validate(slice, slice_name(what, row0, n)));
-    auto q = quantize_weights(slice, QuantType::Int8, what);
-    if (!q.ok()) return q.error();
-    sparse24_int8_fill_rows(**packed, q->packed, row0, sums);
-    std::memcpy(scales.as<float>() + row0, q->scales.data(), static_cast<size_t>(n) * 4);
-  }
+  NMKIT_TRY(for_each_slice<Sparse24>(
+      rows, slice_rows(K, dtype), what, [&](int64_t n) { return empty_sparse24(dtype, n, K); }, fill,
+      [&](int64_t row0, const Sparse24& slice) -> Status {
+        auto q = quantize_weights(slice, QuantType::Int8, what);
+        if (!q.ok()) return q.error();
+        sparse24_int8_fill_rows(**packed, q->packed, row0, sums);
+        std::memcpy(scales.as<float>() + row0, q->scales.data(), static_cast<size_t>(slice.rows()) * 4);
+        return ok_status();
+      }));
   int8_rows(**packed, scales, sums);
   count_streamed_bytes(**packed);
   return std::move(*packed);
