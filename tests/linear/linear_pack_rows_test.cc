@@ -51,18 +51,18 @@ Status prune_rows_into(const TensorView& w, Pattern pattern, int64_t row0, Packe
   return prune_compress(rows, pattern, PruneMethod::Magnitude, {}, slice, 0, nullptr, "w");
 }
 
-struct Case {
+struct SliceCase {
   int64_t rows, K;
   DType dtype;
 };
 
 // rows x K: one slice (tiny), several with a short last one (2 MiB of values a slice: 1744 rows of
 // 600 bf16, 124 rows of 4100 f32), K tails for 8-, 16- and 64-wide superchunks.
-const Case kCases[] = {{1, 8, DType::BF16}, {7, 72, DType::F32}, {3501, 600, DType::BF16}, {301, 4100, DType::F32},
+const SliceCase kSliceCases[] = {{1, 8, DType::BF16}, {7, 72, DType::F32}, {3501, 600, DType::BF16}, {301, 4100, DType::F32},
                        {130, 1000, DType::BF16}};
 
 TEST(LinearPackRows, NMInt8BySlicesEqualsTheWholeWeight) {
-  for (const Case& c : kCases) {
+  for (const SliceCase& c : kSliceCases) {
     for (Pattern pattern : {Pattern{6, 8}, Pattern{4, 8}, Pattern{2, 4}, Pattern{1, 4}, Pattern{3, 7}, Pattern{5, 16}}) {
       SCOPED_TRACE(std::to_string(c.rows) + " x " + std::to_string(c.K) + " " + std::string(dtype_name(c.dtype)) + " " + pattern.str());
       const Tensor w = test::random_tensor(c.dtype, {c.rows, c.K}, static_cast<uint64_t>(c.rows * 31 + c.K));
@@ -87,7 +87,7 @@ TEST(LinearPackRows, NMInt8BySlicesEqualsTheWholeWeight) {
 }
 
 TEST(LinearPackRows, Sparse24Int8BySlicesEqualsTheWholeWeight) {
-  for (const Case& c : kCases) {
+  for (const SliceCase& c : kSliceCases) {
     SCOPED_TRACE(std::to_string(c.rows) + " x " + std::to_string(c.K) + " " + std::string(dtype_name(c.dtype)));
     const Tensor w = test::random_tensor(c.dtype, {c.rows, c.K}, static_cast<uint64_t>(c.rows * 17 + c.K));
     Sparse24 whole = empty_sparse24(c.dtype, c.rows, c.K);
