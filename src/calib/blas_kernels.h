@@ -1,7 +1,7 @@
 // Which of OpenBLAS's kernels calibration runs on (docs/design.md 12, "BLAS kernels").
 //
 // A DYNAMIC_ARCH OpenBLAS picks its kernels by CPU model when it loads. One older than the CPU
-// (Debian 12's 0.3.21 on AMD family 1Ah, Zen 5) does not know the model and falls back to its
+// (Debian 12's 0.3.21 on an Intel Xeon of family 6 model 207) does not know the model and falls back to its
 // Prescott (SSE3) kernels, whatever vector units the CPU has. select_blas_kernels() re-selects by the
 // CPU's features in that case only.
 #pragma once

@@ -1,5 +1,5 @@
 // docs/design.md 12, "BLAS kernels": calibration's BLAS runs kernels of this CPU's vector width, not
-// the Prescott fallback of an OpenBLAS that does not know the CPU (8x slower dgemm on Zen 5), and
+// the Prescott fallback of an OpenBLAS that does not know the CPU (8x slower dgemm on an Intel Xeon, family 6 model 207), and
 // the switch leaves the results right and the environment as it was.
 #include <cblas.h>
 #include <gtest/gtest.h>
