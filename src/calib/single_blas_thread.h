@@ -1,7 +1,7 @@
-// One OpenBLAS thread for the Hessian factorizations (inverse_cholesky.cc, admm.cc): they are small
-// (K = 1536: 0.25 s of CPU) and made of many short level-3 calls, each a thread synchronization; on
-// this shared 2-core VM under load the 2-thread version took 11.1 s of wall time for 0.25 s of CPU,
-// the 1-thread one 2.7 s (measured 2026-11-23, load average ~20).
+// One OpenBLAS thread for the small Hessian factorizations (inverse_cholesky.cc below K = 4096,
+// admm.cc): they are many short level-3 calls, each a thread hand-off, which on a loaded machine
+// cost more wall time than the second thread saves (docs/data.md, "OpenBLAS's kernels on an
+// unknown CPU").
 #pragma once
 
 #include <cblas.h>  // OpenBLAS's: openblas_set_num_threads
