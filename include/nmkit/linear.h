@@ -91,8 +91,10 @@ class SparseLinear {
   // prunes into each slice: `fill(row0, slice)` writes rows [row0, row0 + slice.rows()) of the
   // pruned weight into `slice` (zeroed; values of dtype `values`, F32 or BF16). The layer equals
   // nm / sparse24 of the whole pruned weight with options.int8 (implied), byte for byte, while only
-  // a slice of about 2 MiB ever exists in the float form and no codes tensor of the whole weight
-  // does (a model pruned and quantized on load, docs/design.md 11.7). A fill's Error is returned.
+  // a slice of about 2 MiB per thread ever exists in the float form and no codes tensor of the whole
+  // weight does (a model pruned and quantized on load, docs/design.md 11.7). Slices are filled on
+  // the pool's threads, several at once: `fill` must be safe to call concurrently on different
+  // slices. The first failed slice's Error, in row order, is returned.
   static Result<SparseLinear> nm_int8_by_rows(int64_t rows, int64_t K, Pattern pattern, DType values,
                                               const std::function<Status(int64_t row0, NMPacked& slice)>& fill,
                                               const LinearOptions& options = {});

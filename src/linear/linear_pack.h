@@ -61,7 +61,8 @@ Result<std::unique_ptr<PackedLinear>> pack_nm_int8(const NMPacked& weight, const
 
 // The same INT8 nm and sparse24 records built a slice of rows at a time: `fill(row0, slice)` writes
 // rows [row0, row0 + slice.rows()) of the weight into `slice` (zeroed, values in `dtype`, F32 or
-// BF16), which is then quantized per row and placed. Only one slice of about 2 MiB exists in the
+// BF16), which is then quantized per row and placed. Slices are filled on the pool's threads, each
+// by one thread, several at once: `fill` must be safe to call concurrently on different slices. Only one slice of about 2 MiB exists in the
 // float form, and no codes tensor of the whole weight: a model pruned and quantized on load writes
 // its records straight (docs/design.md 11.7). Byte for byte pack_nm_int8 / pack_sparse24_int8 of
 // the whole weight, quantized as quantize_weights does. An Error of `fill` is returned as it is.

@@ -404,7 +404,8 @@ Status Block::prune_pack_group(int g, const ModelOptions& o, int64_t b, const st
   if (o.weights == DType::I8) {
     // INT8: each slice of the group's rows pruned, quantized and placed in the records while in
     // cache; the packed float values and the codes of the whole group never exist (design 11.7).
-    bool fill_failed = false;  // the pruning's own errors are returned as they are
+    std::atomic<bool> fill_failed{false};  // the pruning's own errors are returned as they are;
+                                            // slices are filled on several threads
     auto fill_slice = [&](int64_t slice0, auto& slice) -> Status {
       const int64_t slice1 = slice0 + slice.rows();
       int64_t part0 = 0;
