@@ -516,8 +516,8 @@ Result<std::unique_ptr<PackedLinear>> pack_nm_int8_by_rows(int64_t rows, int64_t
   if (pattern.group > 16) {
     return Error(what + ": pattern " + pattern.str() + " has group > 16 (kernels take groups up to 16)");
   }
-  NMKIT_TRY(check_int8(round_up(pattern.padded(K), std::lcm<int64_t>(pattern.group, kLinearChunkInt8Tail)), what));
   auto packed = nm_layout(pattern, rows, K, DType::I8, kLinearChunkInt8Tail);
+  NMKIT_TRY(check_int8(packed->K_x, what));  // as pack_nm_int8 checks its records
   std::vector<int32_t> sums(static_cast<size_t>(rows), 0);
   Tensor scales = Tensor::empty(DType::F32, {rows});
   NMKIT_TRY(for_each_slice<NMPacked>(
