@@ -88,6 +88,7 @@ size_t PageRecycling::kept_bytes() {
 }
 
 void PageBytesFree::operator()(std::byte* p) const {
+  if (borrowed) return;
   if (mapped == 0) {
     std::free(p);
   } else if (!recycler().keep(p, mapped)) {

@@ -12,6 +12,7 @@ namespace nmkit {
 // Frees either kind: `mapped` is the mapping's length, 0 for a heap buffer.
 struct PageBytesFree {
   size_t mapped = 0;
+  bool borrowed = false;  // not ours (bytes in a file's mapping): nothing to free
   void operator()(std::byte* p) const;
 };
 using PageBytes = std::unique_ptr<std::byte[], PageBytesFree>;

@@ -40,8 +40,18 @@ inline constexpr size_t kLinearSlack = 128;
 struct AlignedBytes {
   PageBytes data;  // large packs in huge pages (src/core/page_bytes.h)
   size_t size = 0;
+  // The bytes a kernel may read: size plus a packed form's slack or padding rows (zeros()'s
+  // argument). Past them, 64 more zero bytes to the next multiple of 64 (vector loads at an end).
+  size_t allocated = 0;
 
   static AlignedBytes zeros(size_t bytes);
+  // The sizes of zeros(bytes) with no memory: a layout to check stored records against.
+  static AlignedBytes reserved(size_t bytes);
+  // `bytes` bytes at p, not owned: records read in place from a file's mapping, kept alive by the
+  // packed weight's owner. p must hold stored_bytes(bytes), 64-byte aligned.
+  static AlignedBytes borrowed(const std::byte* p, size_t bytes);
+  // What a file stores of a buffer allocated as zeros(bytes): every byte a kernel may read.
+  static size_t stored_bytes(size_t bytes) { return (bytes + 63) / 64 * 64 + 64; }
   template <class T> T* as() { return reinterpret_cast<T*>(data.get()); }
   template <class T> const T* as() const { return reinterpret_cast<const T*>(data.get()); }
 };

@@ -75,7 +75,74 @@ Status check_shape(int64_t rows, int64_t K, const std::string& what) {
   return ok_status();
 }
 
+Status check_int8(int64_t K_x, const std::string& what) {
+  // (code + 128) <= 255 times |code| <= 127 summed over K_x stays below 2^31 while K_x <= 65536.
+  if (K_x > 65536) {
+    return Error(what + ": K = " + std::to_string(K_x) + " is above 65536, where int32 sums of int8 products may overflow");
+  }
+  return ok_status();
+}
+
 }  // namespace
+
+Result<std::unique_ptr<PackedLinear>> record_layout(const RecordForm& form, bool allocate, const std::string& what) {
+  NMKIT_TRY(check_shape(form.rows, form.K, what));
+  if (form.dtype != DType::F32 && form.dtype != DType::BF16 && form.dtype != DType::I8) {
+    return Error(what + ": packed dtype " + std::string(dtype_name(form.dtype)) + " is not f32, bf16 or int8");
+  }
+  const auto bytes = [allocate](int64_t n) {
+    return allocate ? AlignedBytes::zeros(static_cast<size_t>(n)) : AlignedBytes::reserved(static_cast<size_t>(n));
+  };
+  const bool int8 = form.dtype == DType::I8;
+  const auto size = static_cast<int64_t>(dtype_size(form.dtype));
+  // INT8 rows are padded to 64 K (the last chunk of a row block may be 64 wide); f32/bf16 dense rows
+  // to 32; f32/bf16 sparse24 to 64, so that the bf16-activation kernel takes chunk pairs.
+  const int64_t chunk = int8 ? kLinearChunkInt8Tail : kLinearChunk;
+  std::unique_ptr<PackedLinear> packed;
+  switch (form.kind) {
+    case WeightFormat::Dense: {
+      packed = start(WeightFormat::Dense, form.dtype, form.rows, form.K, chunk);
+      const int64_t width = int8 ? packed->K_x : form.K;  // f32/bf16 rows are the file's, unpadded
+      packed->values = bytes(form.rows * width * size);
+      packed->parts = {RowPart{packed->values.data.get(), form.rows, width}};
+      break;
+    }
+    case WeightFormat::Sparse24: {
+      packed = start(WeightFormat::Sparse24, form.dtype, form.rows, form.K, int8 ? chunk : 2 * chunk);
+      // f32/bf16: records of 8 groups (16 values, one meta word) per row and 32 K; INT8: per row and
+      // 128 K, 64 values and four meta words (half of that for a last chunk of 64).
+      const int64_t padded_k = packed->row_blocks * kLinearRowBlock * packed->K_x;
+      packed->values = bytes(padded_k / 2 * size);
+      packed->meta = bytes(padded_k / 8);
+      break;
+    }
+    case WeightFormat::NM: {
+      if (form.pattern.group > 16) {
+        return Error(what + ": pattern " + form.pattern.str() + " has group > 16 (kernels take groups up to 16)");
+      }
+      packed = start(WeightFormat::NM, form.dtype, form.rows, form.K, chunk);
+      packed->pattern = form.pattern;
+      packed->superchunk = std::lcm<int64_t>(form.pattern.group, chunk);
+      packed->K_x = round_up(form.pattern.padded(form.K), packed->superchunk);
+      packed->value_stride = packed->superchunk / form.pattern.group * form.pattern.keep;
+      packed->mask_stride = packed->superchunk / 8;
+      const int64_t records = packed->row_blocks * (packed->K_x / packed->superchunk) * kLinearRowBlock;
+      packed->values = bytes(records * packed->value_stride * size + static_cast<int64_t>(kLinearSlack));
+      packed->values.size = static_cast<size_t>(records * packed->value_stride * size);
+      packed->meta = bytes(records * packed->mask_stride);
+      break;
+    }
+  }
+  if (int8) {
+    NMKIT_TRY(check_int8(packed->K_x, what));
+    // Per-row scales and code sums, the padding rows' zero.
+    const int64_t padded = packed->row_blocks * kLinearRowBlock;
+    packed->row_scale = bytes(padded * 4);
+    packed->row_sum = bytes(padded * 4);
+    packed->row_scale.size = packed->row_sum.size = static_cast<size_t>(form.rows) * 4;
+  }
+  return packed;
+}
 
 void count_streamed_bytes(PackedLinear& packed) {
   packed.streamed_bytes = packed.meta.size + packed.row_scale.size + packed.row_sum.size;
@@ -120,9 +187,10 @@ Result<std::unique_ptr<PackedLinear>> pack_dense(const std::vector<TensorView>& 
   auto dtype = packed_dtype(parts[0].dtype, "dense weight");
   if (!dtype.ok()) return dtype.error();
   const int64_t K = parts[0].cols();
-  auto packed = start(WeightFormat::Dense, *dtype, total_rows(parts), K, kLinearChunk);
+  auto layout = record_layout({WeightFormat::Dense, *dtype, total_rows(parts), K}, true, "dense weight");
+  if (!layout.ok()) return layout.error();
+  auto packed = std::move(*layout);
   const size_t size = dtype_size(*dtype);
-  packed->values = AlignedBytes::zeros(static_cast<size_t>(packed->rows * K) * size);
   std::byte* dst = packed->values.data.get();
   for (const TensorView& part : parts) {
     const int64_t n = part.rows() * K;
@@ -133,7 +201,6 @@ Result<std::unique_ptr<PackedLinear>> pack_dense(const std::vector<TensorView>& 
     }
     dst += static_cast<size_t>(n) * size;
   }
-  packed->parts = {RowPart{packed->values.data.get(), packed->rows, K}};
   count_streamed_bytes(*packed);
   return packed;
 }
@@ -157,14 +224,13 @@ Result<std::unique_ptr<PackedLinear>> pack_sparse24(const Sparse24& weight) {
   NMKIT_TRY(check_shape(weight.rows(), weight.K, "sparse24 weight"));
   auto dtype = packed_dtype(weight.dtype(), "sparse24 weight");
   if (!dtype.ok()) return dtype.error();
-  // K_x is a multiple of 64 so that the bf16-activation kernel can take two chunks per step.
-  auto packed = start(WeightFormat::Sparse24, *dtype, weight.rows(), weight.K, 2 * kLinearChunk);
+  auto layout = record_layout({WeightFormat::Sparse24, *dtype, weight.rows(), weight.K}, true, "sparse24 weight");
+  if (!layout.ok()) return layout.error();
+  auto packed = std::move(*layout);
   const int64_t chunks = packed->K_x / kLinearChunk;
   const int64_t groups = weight.K_pad() / 4;  // real groups per row (the rest is chunk padding)
   const size_t size = dtype_size(*dtype);
   const int64_t records = packed->row_blocks * chunks * kLinearRowBlock;
-  packed->values = AlignedBytes::zeros(static_cast<size_t>(records) * 16 * size);
-  packed->meta = AlignedBytes::zeros(static_cast<size_t>(records) * 4);
   auto* words = packed->meta.as<uint32_t>();
   // Padding records (missing rows, groups beyond K_pad) name positions 0 and 1 with zero values.
   for (int64_t i = 0; i < records; ++i) words[i] = 0x44444444u;
@@ -199,22 +265,6 @@ Result<std::unique_ptr<PackedLinear>> pack_sparse24(const Sparse24& weight) {
 
 namespace {
 
-// The empty nm records (include/nmkit/linear.h) of a [rows, K] keep:group weight packed in `dtype`,
-// in superchunks of lcm(group, chunk) K.
-std::unique_ptr<PackedLinear> nm_layout(Pattern pattern, int64_t rows, int64_t K, DType dtype, int64_t chunk) {
-  auto packed = start(WeightFormat::NM, dtype, rows, K, chunk);
-  packed->pattern = pattern;
-  packed->superchunk = std::lcm<int64_t>(pattern.group, chunk);
-  packed->K_x = round_up(pattern.padded(K), packed->superchunk);
-  packed->value_stride = packed->superchunk / pattern.group * pattern.keep;
-  packed->mask_stride = packed->superchunk / 8;
-  const int64_t records = packed->row_blocks * (packed->K_x / packed->superchunk) * kLinearRowBlock;
-  const size_t size = dtype_size(dtype);
-  packed->values = AlignedBytes::zeros(static_cast<size_t>(records * packed->value_stride) * size + kLinearSlack);
-  packed->values.size = static_cast<size_t>(records * packed->value_stride) * size;
-  packed->meta = AlignedBytes::zeros(static_cast<size_t>(records * packed->mask_stride));
-  return packed;
-}
 
 // The rows of a validated weight whose values are `values` ([rows, groups * keep], the weight's own
 // or their INT8 codes) placed in nm records from row `row0` of `packed` on.
@@ -260,9 +310,10 @@ void nm_fill_rows(PackedLinear& packed, const NMPacked& weight, const Tensor& va
   });
 }
 
-std::unique_ptr<PackedLinear> nm_records(const NMPacked& weight, const Tensor& values, DType dtype, int64_t chunk) {
-  auto packed = nm_layout(weight.pattern, weight.rows(), weight.K, dtype, chunk);
-  nm_fill_rows(*packed, weight, values, 0);
+Result<std::unique_ptr<PackedLinear>> nm_records(const NMPacked& weight, const Tensor& values, DType dtype,
+                                                 const std::string& what) {
+  auto packed = record_layout({WeightFormat::NM, dtype, weight.rows(), weight.K, weight.pattern}, true, what);
+  if (packed.ok()) nm_fill_rows(**packed, weight, values, 0);
   return packed;
 }
 
@@ -281,29 +332,18 @@ Result<std::unique_ptr<PackedLinear>> pack_nm(const NMPacked& weight) {
   NMKIT_TRY(check_nm(weight, "nm weight"));
   auto dtype = packed_dtype(weight.dtype(), "nm weight");
   if (!dtype.ok()) return dtype.error();
-  auto packed = nm_records(weight, weight.values, *dtype, kLinearChunk);
-  count_streamed_bytes(*packed);
+  auto packed = nm_records(weight, weight.values, *dtype, "nm weight");
+  if (packed.ok()) count_streamed_bytes(**packed);
   return packed;
 }
 
 namespace {
 
-Status check_int8(int64_t K_x, const std::string& what) {
-  // (code + 128) <= 255 times |code| <= 127 summed over K_x stays below 2^31 while K_x <= 65536.
-  if (K_x > 65536) {
-    return Error(what + ": K = " + std::to_string(K_x) + " is above 65536, where int32 sums of int8 products may overflow");
-  }
-  return ok_status();
-}
-
-// Per-row scales and sums of the codes (row_sum feeds the unsigned-activation form of VNNI).
+// Per-row scales and sums of the codes (row_sum feeds the unsigned-activation form of VNNI) into
+// the layout's arrays.
 void int8_rows(PackedLinear& packed, const Tensor& scales, const std::vector<int32_t>& sums) {
-  const size_t padded = static_cast<size_t>(packed.row_blocks * kLinearRowBlock);
-  packed.row_scale = AlignedBytes::zeros(padded * 4);
-  packed.row_sum = AlignedBytes::zeros(padded * 4);
   std::memcpy(packed.row_scale.data.get(), scales.data(), static_cast<size_t>(packed.rows) * 4);
   std::memcpy(packed.row_sum.data.get(), sums.data(), static_cast<size_t>(packed.rows) * 4);
-  packed.row_scale.size = packed.row_sum.size = static_cast<size_t>(packed.rows) * 4;
 }
 
 }  // namespace
@@ -324,9 +364,9 @@ Result<std::unique_ptr<PackedLinear>> pack_dense_int8(const std::vector<Quantize
   NMKIT_TRY(check_shape(rows, K, "int8 dense weight"));
   // Rows zero-padded to K_x (a multiple of 64): the kernels' steps need no tail. Each part's codes are
   // copied into its rows (no stacked copy of the codes beside them).
-  auto packed = start(WeightFormat::Dense, DType::I8, rows, K, kLinearChunkInt8Tail);
-  NMKIT_TRY(check_int8(packed->K_x, "int8 dense weight"));
-  packed->values = AlignedBytes::zeros(static_cast<size_t>(packed->rows * packed->K_x));
+  auto layout = record_layout({WeightFormat::Dense, DType::I8, rows, K}, true, "int8 dense weight");
+  if (!layout.ok()) return layout.error();
+  auto packed = std::move(*layout);
   auto* dst = packed->values.as<int8_t>();
   std::vector<int32_t> sums(static_cast<size_t>(packed->rows), 0);
   Tensor scales = Tensor::empty(DType::F32, {rows});
@@ -344,7 +384,6 @@ Result<std::unique_ptr<PackedLinear>> pack_dense_int8(const std::vector<Quantize
     });
     row += part.codes.rows();
   }
-  packed->parts = {RowPart{packed->values.data.get(), packed->rows, packed->K_x}};
   int8_rows(*packed, scales, sums);
   count_streamed_bytes(*packed);
   return packed;
@@ -356,16 +395,10 @@ namespace {
 // block may cover 64 K, cpu/linear_common.h sparse24_int8_k); padding groups are (0, 1) with zero
 // values.
 Result<std::unique_ptr<PackedLinear>> sparse24_int8_layout(int64_t rows, int64_t K, const std::string& what) {
-  NMKIT_TRY(check_shape(rows, K, what));
-  auto packed = start(WeightFormat::Sparse24, DType::I8, rows, K, kLinearChunkInt8Tail);
-  NMKIT_TRY(check_int8(packed->K_x, what));
-  // Per row and chunk of 128 K: 64 values, then (in the meta array) four 32-bit words of 8 groups
-  // each; a chunk of 64 K half of that.
-  const int64_t padded_k = packed->row_blocks * kLinearRowBlock * packed->K_x;
-  packed->values = AlignedBytes::zeros(static_cast<size_t>(padded_k / 2));
-  packed->meta = AlignedBytes::zeros(static_cast<size_t>(padded_k / 8));
-  auto* words = packed->meta.as<uint32_t>();
-  for (int64_t i = 0; i < padded_k / 32; ++i) words[i] = 0x44444444u;
+  auto packed = record_layout({WeightFormat::Sparse24, DType::I8, rows, K}, true, what);
+  if (!packed.ok()) return packed;
+  auto* words = (*packed)->meta.as<uint32_t>();
+  for (size_t i = 0; i < (*packed)->meta.size / 4; ++i) words[i] = 0x44444444u;
   return packed;
 }
 
@@ -500,24 +533,22 @@ Result<std::unique_ptr<PackedLinear>> pack_nm_int8(const NMPacked& weight, const
     return Error("int8 nm weight: expected I8 codes of shape " + shape_str({weight.rows(), per_row}) + ", got " +
                  std::string(dtype_name(values.codes.dtype())) + " " + shape_str(values.codes.shape()));
   }
-  auto packed = nm_records(weight, values.codes, DType::I8, kLinearChunkInt8Tail);
-  NMKIT_TRY(check_int8(packed->K_x, "int8 nm weight"));
-  std::vector<int32_t> sums(static_cast<size_t>(packed->rows), 0);
-  code_sums(values.codes.as<int8_t>(), packed->rows, per_row, 0, sums);
-  int8_rows(*packed, values.scales, sums);
-  count_streamed_bytes(*packed);
-  return packed;
+  auto records = nm_records(weight, values.codes, DType::I8, "int8 nm weight");
+  if (!records.ok()) return records.error();
+  PackedLinear& packed = **records;
+  std::vector<int32_t> sums(static_cast<size_t>(packed.rows), 0);
+  code_sums(values.codes.as<int8_t>(), packed.rows, per_row, 0, sums);
+  int8_rows(packed, values.scales, sums);
+  count_streamed_bytes(packed);
+  return records;
 }
 
 Result<std::unique_ptr<PackedLinear>> pack_nm_int8_by_rows(int64_t rows, int64_t K, Pattern pattern, DType dtype,
                                                            const NMSliceFill& fill) {
   const std::string what = "int8 nm weight";
-  NMKIT_TRY(check_shape(rows, K, what));
-  if (pattern.group > 16) {
-    return Error(what + ": pattern " + pattern.str() + " has group > 16 (kernels take groups up to 16)");
-  }
-  auto packed = nm_layout(pattern, rows, K, DType::I8, kLinearChunkInt8Tail);
-  NMKIT_TRY(check_int8(packed->K_x, what));  // as pack_nm_int8 checks its records
+  auto layout = record_layout({WeightFormat::NM, DType::I8, rows, K, pattern}, true, what);
+  if (!layout.ok()) return layout.error();
+  auto packed = std::move(*layout);
   std::vector<int32_t> sums(static_cast<size_t>(rows), 0);
   Tensor scales = Tensor::empty(DType::F32, {rows});
   NMKIT_TRY(for_each_slice<NMPacked>(

@@ -28,6 +28,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "cpu/linear_kernels.h"
@@ -37,6 +38,19 @@
 #include "nmkit/tensor.h"
 
 namespace nmkit::cpu {
+
+// What fixes a packed weight's layout: every size, stride and padding above follows from it.
+struct RecordForm {
+  WeightFormat kind = WeightFormat::Dense;
+  DType dtype = DType::F32;  // F32, BF16 or I8
+  int64_t rows = 0;
+  int64_t K = 0;          // width of the stored rows (K_prime for a slid weight)
+  Pattern pattern{2, 4};  // nm: the stored pattern
+};
+// The empty records of `form`, every packer's start: fields set, arrays zeroed (allocate), or only
+// sized (AlignedBytes::reserved) for checking stored records against (linear_records.h). An Error
+// (naming `what`) for a shape, dtype or pattern the kernels cannot take.
+Result<std::unique_ptr<PackedLinear>> record_layout(const RecordForm& form, bool allocate, const std::string& what);
 
 // Dense weights: [rows_i, K] parts of one dtype stacked by rows. pack_dense copies them into rows of
 // its own (f32 and bf16 keep their dtype; f16 is widened to f32, exactly); pack_dense_in_place reads

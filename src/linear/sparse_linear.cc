@@ -16,6 +16,7 @@
 #include "linear/linear_pack.h"
 #include "linear/linear_plan.h"
 #include "linear/linear_slid_forms.h"
+#include "linear/sparse_linear_access.h"
 #include "linear/onednn_matmul.h"
 #include "nmkit/linear.h"
 #include "nmkit/quant.h"
@@ -63,14 +64,18 @@ int64_t token_lane_block(int64_t K_x) {
 // A SparseLinear's state is the plan's view of the layer (linear_plan.h), nothing more.
 struct SparseLinear::Impl : LinearLayer {};
 
-struct SparseLinearAccess {
-  static SparseLinear make(std::unique_ptr<PackedLinear> packed, const LinearOptions& options) {
-    auto layer = std::make_unique<SparseLinear::Impl>();
-    layer->packed = std::move(packed);
-    layer->onednn = options.onednn;
-    return SparseLinear(std::move(layer));
-  }
-};
+SparseLinear SparseLinearAccess::make(std::unique_ptr<PackedLinear> packed, const LinearOptions& options) {
+  auto layer = std::make_unique<SparseLinear::Impl>();
+  layer->packed = std::move(packed);
+  layer->onednn = options.onednn;
+  return SparseLinear(std::move(layer));
+}
+
+Result<SparseLinear> SparseLinearAccess::finish(Result<std::unique_ptr<PackedLinear>> packed, const LinearOptions& options) {
+  return nmkit::finish(std::move(packed), options);
+}
+
+const PackedLinear& SparseLinearAccess::packed(const SparseLinear& layer) { return *layer.impl_->packed; }
 
 namespace {
 
