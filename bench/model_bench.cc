@@ -221,7 +221,8 @@ Status prepare(Runner& r, const ModelBenchOptions& o) {
   if (!model.ok()) return model.error();
   r.load_seconds = seconds_since(start);
   r.model = std::make_unique<LlamaModel>(std::move(model.value()));
-  const int64_t ctx = std::max(o.prefill_tokens, o.prompt_tokens + o.decode_tokens);
+  constexpr int64_t kWarmDecode = 4;  // decode steps of the warm-up below
+  const int64_t ctx = std::max(o.prefill_tokens, o.prompt_tokens + std::max(o.decode_tokens, kWarmDecode));
   auto session = LlamaSession::create(*r.model, ctx);
   if (!session.ok()) return session.error();
   r.session = std::make_unique<LlamaSession>(std::move(*session));
@@ -229,7 +230,7 @@ Status prepare(Runner& r, const ModelBenchOptions& o) {
   r.resident_bytes = static_cast<double>(r.model->resident_bytes());
   r.decode_kernel = r.model->linear_kernel_name(1);
   r.prefill_kernel = r.model->linear_kernel_name(o.prefill_tokens);
-  auto d = time_decode(r, o.prompt_tokens, 4);
+  auto d = time_decode(r, o.prompt_tokens, kWarmDecode);
   if (!d.ok()) return d.error();
   auto p = time_prefill(r, o.prefill_tokens);
   if (!p.ok()) return p.error();
