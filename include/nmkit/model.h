@@ -80,6 +80,22 @@ struct MappedTensor {
   std::shared_ptr<const void> owner;
 };
 
+// How the block linears are held and run after pruning (docs/design.md 4 and 5): a checkpoint's WeightFormat
+// plus Slid, which a checkpoint stores as a dense or sparse24 weight with a slide record.
+enum class LinearFormat { Dense, Sparse24, NM, Slid };
+Result<LinearFormat> parse_linear_format(std::string_view text);  // "dense" | "sparse24" | "nm" | "slid"
+std::string_view linear_format_name(LinearFormat format);
+
+// The form a packed model file (`nmkit pack`, docs/design.md 11.9) holds its linears in: each block's
+// four linear groups and the head as packed records, run in place from the file's mapping.
+struct PackedForm {
+  DType weights = DType::F32;
+  LinearFormat format = LinearFormat::Dense;
+  std::optional<Pattern> pattern;
+  // The head reads the embedding's stored bytes (a tied head in the embedding's dtype): no records.
+  bool head_reads_embedding = false;
+};
+
 // Where LlamaModel::build reads a model's tensors, by GGUF name (docs/design.md 14: a model holds its
 // packed weights and nothing else that scales with it).
 struct ModelTensors {
@@ -93,13 +109,11 @@ struct ModelTensors {
   // Called once the model will not read a tensor's stored bytes again (it converted them): their
   // pages may leave memory (ModelSource drops them from the mapping). Optional.
   std::function<void(const std::string& name)> release;
+  // Set for a packed model file: the linears come from its records ("blk.B.attn_qkv.nmkit.form",
+  // ".nmkit.values", ... through `stored`), not from weights; build() runs the file's form only.
+  std::optional<PackedForm> packed;
 };
 
-// How the block linears are held and run after pruning (docs/design.md 4 and 5): a checkpoint's WeightFormat
-// plus Slid, which a checkpoint stores as a dense or sparse24 weight with a slide record.
-enum class LinearFormat { Dense, Sparse24, NM, Slid };
-Result<LinearFormat> parse_linear_format(std::string_view text);  // "dense" | "sparse24" | "nm" | "slid"
-std::string_view linear_format_name(LinearFormat format);
 // "f32" | "bf16" | "int8" -> F32, BF16, I8.
 Result<DType> parse_weight_dtype(std::string_view text);
 
@@ -127,6 +141,10 @@ struct ModelOptions {
   // Called after each block is built (b = 0 .. n_layer-1), for a progress line.
   std::function<void(int64_t b, int64_t n_layer)> on_block;
 };
+// The options a model of `tensors` is built with: `asked`, except for a packed model file
+// (ModelTensors::packed), which runs its own form: taken when `asked` names none (f32 dense, no
+// pattern), an Error when it names another or asks to keep dense weights.
+Result<ModelOptions> model_options_for(const ModelTensors& tensors, const ModelOptions& asked);
 // The form's name in reports: "f32 dense", "bf16 2:4 sparse24", "int8 6:8 slid".
 std::string weight_form_name(const ModelOptions& options);
 
@@ -257,6 +275,11 @@ class LlamaModel {
   // it keeps them): about the bytes it will hold, known before any tensor is read. build() refuses a
   // model whose estimate exceeds the memory available.
   static size_t estimate_bytes(const LlamaParams& params, const ModelOptions& options);
+  // The packed layers under their record names (docs/design.md 11.9): "blk.B.attn_qkv",
+  // "blk.B.attn_output", "blk.B.ffn_gate_up", "blk.B.ffn_down" per block, then "output" for the
+  // head unless it reads the embedding in place. What a packed model file stores.
+  std::vector<std::pair<std::string, const SparseLinear*>> packed_layers() const;
+  bool head_reads_embedding() const;
   // The kernel names of a block linear and of the head, for reports ("avx512 sparse24 f32").
   std::string linear_kernel_name(int64_t M) const;
   std::string head_kernel_name(int64_t M) const;

@@ -61,6 +61,22 @@ Status write_model_gguf(const std::string& path, const TensorsToWrite& tensors, 
 Status write_model_gguf(const std::string& path, const LlamaModel& model, const ModelSource& source,
                         DType dtype = DType::F32);
 
+// The metadata write_model_gguf writes for a model of `params` from `source` (before its
+// general.file_type): a GGUF source's own keys, or an HF folder's family keys and tokenizer.
+Result<std::vector<GgufKeyValue>> model_gguf_metadata(const LlamaParams& params, const ModelSource& source);
+// Llama 3.x's rope_freqs.weight (F32) from the parameters' rope factors; nullopt without them.
+std::optional<OutputTensor> rope_factors_tensor(const LlamaParams& params);
+
+// A packed model file (docs/design.md 11.9): `model`'s linears as the packed records they run from,
+// so that loading the file runs them in place from its mapping, converting nothing (`nmkit pack`).
+// A GGUF file that only nmkit reads: the source's metadata (model_gguf_metadata) plus nmkit.packed.*
+// keys naming the form, general.alignment 64; the embedding, norms and vectors as the source stores
+// them (f32 where it permutes or offsets them); per block linear group and the head (unless it reads
+// the embedding in place) a 1-D I32 record header "PREFIX.nmkit.form" and 1-D I8 arrays
+// "PREFIX.nmkit.values", ".meta", ".scale", ".sum", ".bias" (those the form has). Atomic (write_gguf).
+Status write_packed_model(const std::string& path, const LlamaModel& model, const ModelSource& source,
+                          const ModelWriteOptions& options = {});
+
 // The tokenizer.ggml.* keys (and tokenizer.chat_template) that hold `tokenizer` in a GGUF file, as
 // llama.cpp's convert_hf_to_gguf.py writes them: model, pre, tokens, token_type, merges (gpt2) or
 // scores (llama), bos/eos/unknown/padding ids (those set), add_bos_token, add_eos_token (when true),

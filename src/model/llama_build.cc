@@ -469,8 +469,11 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const TensorLoad
 
 
 Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTensors& tensors,
-                                     const ModelOptions& options) {
+                                     const ModelOptions& asked) {
   NMKIT_TRY(params.validate());
+  auto resolved = model_options_for(tensors, asked);
+  if (!resolved.ok()) return resolved.error();
+  const ModelOptions& options = *resolved;
   NMKIT_TRY(model::check_format(options.weights, options.format, options.pattern));  // before any loading
   if (options.format != LinearFormat::Dense && !options.pattern) {
     return Error("model: format " + std::string(linear_format_name(options.format)) + " needs --pattern");
@@ -518,6 +521,18 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTenso
       Tensor* member = block.vector(v.gguf);
       NMKIT_ASSERT(member != nullptr);
       *member = std::move(t.value());
+    }
+    if (tensors.packed) {  // the linears run where their records lie
+      for (int g = 0; g < model::kGroupCount; ++g) {
+        auto layer = model::packed_layer(tensors, model::packed_group_prefix(b, g),
+                                         model::linear_options(options.weights, options.format));
+        if (!layer.ok()) return layer.error();
+        block.linears[static_cast<size_t>(g)] = std::make_unique<SparseLinear>(std::move(*layer));
+        block.formats[static_cast<size_t>(g)] = options.format;
+        block.patterns[static_cast<size_t>(g)] = options.pattern;
+      }
+      NMKIT_TRY(invoke_callback(options.on_block, "model build progress", b, params.n_layer));
+      continue;
     }
     // Group by group (q/k/v, o, gate/up, down), each weight read (in place where the file stores it as
     // F32/F16/BF16), pruned and packed, then freed and its file pages released before the next: the
@@ -577,6 +592,12 @@ Result<LlamaModel> LlamaModel::build(const LlamaParams& params, const ModelTenso
   // from the embedding's stored bytes where they are F32/F16/BF16 (no f32 table), and the embedding
   // is then looked up in them.
   const std::string head_name = params.tied_output ? "token_embd.weight" : "output.weight";
+  if (tensors.packed && !tensors.packed->head_reads_embedding) {
+    auto head = model::packed_layer(tensors, "output", model::linear_options(options.weights, LinearFormat::Dense));
+    if (!head.ok()) return head.error();
+    impl->head = std::make_unique<SparseLinear>(std::move(*head));
+    return LlamaModel(std::move(impl));
+  }
   model::Weight output;
   if (params.tied_output) {
     const auto& stored = impl->token_embd.stored();

@@ -150,6 +150,7 @@ ModelTensors ModelSource::tensors() const {
   t.load_f32 = [self](const std::string& name) { return self->load_f32(name); };
   t.stored = [self](const std::string& name) { return self->stored(name); };
   t.release = [self](const std::string& name) { self->release(name); };
+  t.packed = impl_->packed;
   return t;
 }
 

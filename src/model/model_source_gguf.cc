@@ -36,6 +36,43 @@ Result<float> get_positive_float(const GgufFile& file, const std::string& key) {
 
 }  // namespace
 
+bool is_record_tensor(std::string_view name) { return name.find(".nmkit.") != std::string_view::npos; }
+
+Result<PackedForm> read_packed_form(const GgufFile& file) {
+  const std::string& path = file.path();
+  auto version = file.get_uint("nmkit.packed.version");
+  if (!version.ok()) return version.error();
+  if (*version != 1) {
+    return Error(path + ": metadata key 'nmkit.packed.version' is " + std::to_string(*version) +
+                 ": this nmkit reads packed model files of version 1 (pack the model again)");
+  }
+  PackedForm form;
+  auto weights = file.get_string("nmkit.packed.weights");
+  if (!weights.ok()) return weights.error();
+  auto dtype = parse_weight_dtype(*weights);
+  if (!dtype.ok()) return dtype.error().with_context(path + ": nmkit.packed.weights: ");
+  form.weights = *dtype;
+  auto format = file.get_string("nmkit.packed.format");
+  if (!format.ok()) return format.error();
+  auto linear = parse_linear_format(*format);
+  if (!linear.ok()) return linear.error().with_context(path + ": nmkit.packed.format: ");
+  form.format = *linear;
+  if (file.find_key("nmkit.packed.pattern") != nullptr) {
+    auto text = file.get_string("nmkit.packed.pattern");
+    if (!text.ok()) return text.error();
+    auto pattern = Pattern::parse(*text);
+    if (!pattern.ok()) return pattern.error().with_context(path + ": nmkit.packed.pattern: ");
+    form.pattern = *pattern;
+  }
+  auto head = file.get_string("nmkit.packed.head");
+  if (!head.ok()) return head.error();
+  if (*head != "embedding" && *head != "records") {
+    return Error(path + ": metadata key 'nmkit.packed.head' is '" + *head + "', not 'embedding' or 'records'");
+  }
+  form.head_reads_embedding = *head == "embedding";
+  return form;
+}
+
 Status open_gguf(ModelSource::Impl& impl) {
   auto opened = GgufFile::open(impl.path);
   if (!opened.ok()) return opened.error();
@@ -94,6 +131,13 @@ Status open_gguf(ModelSource::Impl& impl) {
     p.n_vocab = embd->ne[1];
   }
   p.tied_output = file.find("output.weight") == nullptr;
+  if (file.find_key("nmkit.packed.version") != nullptr) {  // a packed model file: no weights, records
+    auto form = read_packed_form(file);
+    if (!form.ok()) return form.error();
+    impl.packed = *form;
+    auto tied = file.find_key("nmkit.packed.tied_output");
+    p.tied_output = tied != nullptr && tied->type == GgufType::Bool && tied->integer == 1;
+  }
   if (family->read_gguf) NMKIT_TRY(family->read_gguf(file, p));
 
   // What nmkit's forward pass does not implement is refused rather than run wrongly.
@@ -134,6 +178,8 @@ Status open_gguf(ModelSource::Impl& impl) {
 
   std::unordered_set<std::string> expected;
   for (const auto& [name, shape] : expected_tensors(p)) {
+    // A packed file holds its linears (and a head not read from the embedding) as records.
+    if (impl.packed && (shape.size() == 2 && name != "token_embd.weight")) continue;
     const GgufTensorInfo* info = file.find(name);
     if (info == nullptr) {
       return Error(path + ": tensor '" + name + "' is missing (" + k + "block_count = " + std::to_string(p.n_layer) + ")");
@@ -150,6 +196,10 @@ Status open_gguf(ModelSource::Impl& impl) {
     expected.insert(name);
   }
   for (const GgufTensorInfo& info : file.tensors()) {
+    if (impl.packed && is_record_tensor(info.name) && (info.type == GgmlType::I8 || info.type == GgmlType::I32)) {
+      impl.names.push_back(info.name);  // checked by the build, which knows each layer's records
+      continue;
+    }
     if (expected.count(info.name) == 0 && !(info.name == "rope_freqs.weight" && !p.rope_factors.empty())) {
       return Error(path + ": tensor '" + info.name + "' is not part of a " + *arch + " model nmkit runs (" + k +
                    "block_count = " + std::to_string(p.n_layer) + ")");

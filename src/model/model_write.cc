@@ -210,25 +210,30 @@ std::vector<GgufKeyValue> gguf_tokenizer_metadata(const Tokenizer& tokenizer) {
   return out;
 }
 
+Result<std::vector<GgufKeyValue>> model_gguf_metadata(const LlamaParams& params, const ModelSource& source) {
+  if (const GgufFile* gguf = source.gguf()) return gguf->metadata();
+  std::string name = std::filesystem::path(source.path()).filename().string();
+  if (name.empty()) name = std::filesystem::path(source.path()).parent_path().filename().string();
+  std::vector<GgufKeyValue> metadata = family_metadata(params, name);
+  if (!source.tokenizer_json().empty()) {
+    auto tokenizer = Tokenizer::from_hf_json(source.tokenizer_json());
+    if (!tokenizer.ok()) return tokenizer.error();
+    for (GgufKeyValue& kv : gguf_tokenizer_metadata(*tokenizer)) metadata.push_back(std::move(kv));
+  }
+  return metadata;
+}
+
+std::optional<OutputTensor> rope_factors_tensor(const LlamaParams& params) { return rope_freqs_tensor(params); }
+
 Status write_model_gguf(const std::string& path, const TensorsToWrite& model, const ModelSource& source,
                         const ModelWriteOptions& options) {
   auto file_type = file_type_of(options.dtype, path);
   if (!file_type.ok()) return file_type.error();
-  std::vector<GgufKeyValue> metadata;
   GgufWriteOptions write_options;
-  if (const GgufFile* gguf = source.gguf()) {
-    metadata = gguf->metadata();
-    write_options.alignment = gguf->alignment();
-  } else {
-    std::string name = std::filesystem::path(source.path()).filename().string();
-    if (name.empty()) name = std::filesystem::path(source.path()).parent_path().filename().string();
-    metadata = family_metadata(model.params, name);
-    if (!source.tokenizer_json().empty()) {
-      auto tokenizer = Tokenizer::from_hf_json(source.tokenizer_json());
-      if (!tokenizer.ok()) return tokenizer.error();
-      for (GgufKeyValue& kv : gguf_tokenizer_metadata(*tokenizer)) metadata.push_back(std::move(kv));
-    }
-  }
+  if (const GgufFile* gguf = source.gguf()) write_options.alignment = gguf->alignment();
+  auto source_metadata = model_gguf_metadata(model.params, source);
+  if (!source_metadata.ok()) return source_metadata.error();
+  std::vector<GgufKeyValue> metadata = std::move(*source_metadata);
   bool has_file_type = false;
   for (GgufKeyValue& kv : metadata) {
     if (kv.key == "general.file_type") {
