@@ -141,6 +141,11 @@ const bool bench_model_registered = register_command({
         bench::ModelBenchOptions o;
         o.model_label = args->model;
         o.build = [source](const ModelOptions& options) { return LlamaModel::build(source->params, source->tensors, options); };
+        if (source->tensors.packed) {  // a packed model file runs its own form only
+          auto form = model_options_for(source->tensors, ModelOptions{});
+          if (!form.ok()) return report_error(form.error().with_context(args->model + ": "));
+          o.variants = {bench::ModelVariant{weight_form_name(*form) + " packed", *form}};
+        }
         if (!args->variants.empty()) {
           std::vector<bench::ModelVariant> chosen;
           for (const auto& v : o.variants) {
@@ -151,7 +156,10 @@ const bool bench_model_registered = register_command({
               }
             }
           }
-          if (chosen.empty()) return report_error("--variants matches none of the nine weight forms");
+          if (chosen.empty()) {
+            return report_error(source->tensors.packed ? "--variants: " + args->model + " is a packed model file of one form, " + o.variants[0].label
+                                                       : std::string("--variants matches none of the nine weight forms"));
+          }
           o.variants = std::move(chosen);
         }
         o.one_at_a_time =

@@ -59,7 +59,11 @@ Result<ModelOptions> model_options(const WeightFlags& flags) {
 
 std::string describe(const ModelOptions& o) { return weight_form_name(o); }
 
-Result<LlamaModel> build_model(const OpenedModel& source, ModelOptions options, int64_t n_ctx) {
+Result<LlamaModel> build_model(const OpenedModel& source, ModelOptions& asked, int64_t n_ctx) {
+  auto resolved = model_options_for(source.tensors, asked);
+  if (!resolved.ok()) return resolved.error().with_context(source.path + ": ");
+  asked = *resolved;
+  ModelOptions options = asked;
   const uint64_t needed = model_bytes_at_least(source.params, options, n_ctx);
   NMKIT_TRY(check_memory(source.path, needed,
                          fmt::format("{} weights{}", describe(options),

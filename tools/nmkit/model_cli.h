@@ -38,9 +38,10 @@ Result<ModelOptions> model_options(const WeightFlags& flags);
 // "f32 dense", "bf16 2:4 sparse24", "int8 6:8 slid".
 std::string describe(const ModelOptions& options);
 
-// Builds the model, with "[b/n] building FORM" on a terminal. First, a model that cannot fit in the
+// Builds the model, with "[b/n] building FORM" on a terminal. First `options` become the form the
+// model runs (model_options_for: a packed model file's own), then a model that cannot fit in the
 // memory left, with a KV cache of n_ctx tokens, is an Error ("needs at least N GB, M GB available").
-Result<LlamaModel> build_model(const OpenedModel& source, ModelOptions options, int64_t n_ctx = 0);
+Result<LlamaModel> build_model(const OpenedModel& source, ModelOptions& options, int64_t n_ctx = 0);
 // --dtype of a written model: f32, f16 or bf16 (an Error naming the flag otherwise).
 Result<DType> parse_output_dtype(const std::string& text);
 // The source's tokenizer, or an Error naming the model.
