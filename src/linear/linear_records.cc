@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -64,40 +63,57 @@ StoredArray borrowed_rows(const PackedLinear& p) {
   return out;
 }
 
+// Bits set in x. std::popcount calls libgcc's table routine where the build targets baseline
+// x86-64 (no POPCNT), several times slower than this sum of bit fields.
+int64_t bits_set(uint64_t x) {
+  x = x - ((x >> 1) & 0x5555555555555555ULL);
+  x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+  x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0FULL;
+  return static_cast<int64_t>((x * 0x0101010101010101ULL) >> 56);
+}
+
+int64_t bits_set(const uint8_t* p, int64_t bytes) {
+  int64_t bits = 0, i = 0;
+  for (; i + 8 <= bytes; i += 8) {
+    uint64_t word;
+    std::memcpy(&word, p + i, 8);
+    bits += bits_set(word);
+  }
+  if (i < bytes) {
+    uint64_t word = 0;
+    std::memcpy(&word, p + i, static_cast<size_t>(bytes - i));
+    bits += bits_set(word);
+  }
+  return bits;
+}
+
 // Every nm record (row, superchunk) holds at most keep mask bits per real group of its superchunk,
 // and none in padding rows: a kernel consumes as many values as its mask has bits, from the
-// record's fixed offset, so this bounds its reads.
+// record's fixed offset, so this bounds its reads. A row block's records of one superchunk lie
+// together; the first record over its bound, in memory order, is named.
 Status check_masks(const PackedLinear& p, const std::string& what) {
   const int64_t superchunks = p.K_x / p.superchunk, per_chunk = p.superchunk / p.pattern.group;
   const int64_t groups = p.pattern.groups(p.K);
   const auto* masks = p.meta.as<uint8_t>();
-  std::atomic<int64_t> bad{-1};
-  parallel_for(p.row_blocks, 16, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1 && bad.load(std::memory_order_relaxed) < 0; ++b) {
+  std::atomic<int64_t> bad{std::numeric_limits<int64_t>::max()};
+  parallel_for(p.row_blocks, 64, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t real_rows = std::min<int64_t>(cpu::kLinearRowBlock, p.rows - b * cpu::kLinearRowBlock);
       for (int64_t c = 0; c < superchunks; ++c) {
-        const int64_t real = std::clamp<int64_t>(groups - c * per_chunk, 0, per_chunk);
+        const int64_t allowed = std::clamp<int64_t>(groups - c * per_chunk, 0, per_chunk) * p.pattern.keep;
+        const int64_t first = (b * superchunks + c) * cpu::kLinearRowBlock;
         for (int r = 0; r < cpu::kLinearRowBlock; ++r) {
-          const int64_t record = (b * superchunks + c) * cpu::kLinearRowBlock + r;
-          const uint8_t* m = masks + record * p.mask_stride;
-          int64_t bits = 0;
-          int64_t i = 0;
-          for (; i + 8 <= p.mask_stride; i += 8) {
-            uint64_t word;
-            std::memcpy(&word, m + i, 8);
-            bits += std::popcount(word);
-          }
-          for (; i < p.mask_stride; ++i) bits += std::popcount(m[i]);
-          const int64_t allowed = b * cpu::kLinearRowBlock + r < p.rows ? real * p.pattern.keep : 0;
-          if (bits > allowed) {
-            int64_t expected = -1;
-            bad.compare_exchange_strong(expected, record);
+          if (bits_set(masks + (first + r) * p.mask_stride, p.mask_stride) > (r < real_rows ? allowed : 0)) {
+            int64_t seen = bad.load(std::memory_order_relaxed);
+            while (first + r < seen && !bad.compare_exchange_weak(seen, first + r)) {
+            }
           }
         }
       }
     }
   });
-  if (bad < 0) return ok_status();
   const int64_t record = bad.load();
+  if (record == std::numeric_limits<int64_t>::max()) return ok_status();
   const int64_t r = record % cpu::kLinearRowBlock, c = record / cpu::kLinearRowBlock % superchunks;
   const int64_t row = record / cpu::kLinearRowBlock / superchunks * cpu::kLinearRowBlock + r;
   return Error(what + ": mask of row " + std::to_string(row) + ", K " + std::to_string(c * p.superchunk) + "-" +

@@ -3,7 +3,7 @@
 
 A random-weight llama of the `test` shape (scripts/make_scale_model.py: hidden 1024, 4 blocks, ffn
 4096, SmolLM2's vocabulary; 220 MB in BF16) is evaluated on one chunk of 512 tokens in every weight
-form (f32/bf16/int8 x dense/2:4/6:8), each in a child process whose peak RSS the kernel reports
+form (f32/bf16/int8 x dense/2:4/6:8, and packed model files of two forms), each in a child process whose peak RSS the kernel reports
 (wait4's ru_maxrss). Each run must stay within
 
     1.10 x the model's resident bytes + its KV cache + the fixed cost + its activations + 32 MiB
@@ -36,13 +36,31 @@ CTX = 512
 MIB = 1 << 20
 
 
-def run_eval(nmkit, model, text, form, out_dir):
+# Packed model files of these forms (`nmkit pack`, design.md 11.9) are evaluated too: their linears
+# run from the file's mapping, whose pages count in RSS like any.
+PACKED_FORMS = [("int8", "6:8", "nm"), ("bf16", "2:4", "sparse24")]
+
+
+def form_flags(form):
     weights, pattern, fmt = form
+    return ["--weights", weights, "--format", fmt] + (["--pattern", pattern] if pattern else [])
+
+
+def packed(nmkit, model, form, out_dir):
+    """The model packed in `form` (a file in out_dir), or exits with the failure."""
+    path = os.path.join(out_dir, os.path.basename(model) + "." + "-".join(x for x in form if x).replace(":", "x") + ".gguf")
+    code, stderr, _ = run_measured([nmkit, "pack", model, "-o", path, *form_flags(form)])
+    if code not in (0, None):
+        sys.exit(f"FAIL nmkit pack {model} {form}: exit {code}: {stderr}")
+    return path
+
+
+def run_eval(nmkit, model, text, form, out_dir):
+    """`nmkit eval` of `model` in `form` (None: a packed file, in its own form)."""
     out = os.path.join(out_dir, "r.json")
-    cmd = [nmkit, "eval", model, "--text", text, "--chunks", "1", "--ctx", str(CTX), "--weights", weights,
-           "--format", fmt, "--json", out]
-    if pattern:
-        cmd += ["--pattern", pattern]
+    cmd = [nmkit, "eval", model, "--text", text, "--chunks", "1", "--ctx", str(CTX), "--json", out]
+    if form:
+        cmd += form_flags(form)
     code, stderr, rss = run_measured(cmd)
     if code not in (0, None) or not os.path.exists(out):
         sys.exit(f"FAIL {' '.join(cmd)}: exit {code}, {'output written' if os.path.exists(out) else 'no output'}: {stderr}")
@@ -68,17 +86,19 @@ def main():
     text = os.path.join(ROOT, text)
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
-        for form in FORMS:
-            label = " ".join(x for x in form if x)
-            fixed, _ = run_eval(args.nmkit, models["tiny"], text, form, tmp)
-            rss, r = run_eval(args.nmkit, models["test"], text, form, tmp)
+        cases = [(" ".join(x for x in form if x), models["tiny"], models["test"], form) for form in FORMS]
+        cases += [(" ".join(x for x in form if x) + " packed", packed(args.nmkit, models["tiny"], form, tmp),
+                   packed(args.nmkit, models["test"], form, tmp), None) for form in PACKED_FORMS]
+        for label, tiny, test, form in cases:
+            fixed, _ = run_eval(args.nmkit, tiny, text, form, tmp)
+            rss, r = run_eval(args.nmkit, test, text, form, tmp)
             held, kv = r["resident_bytes"], r["kv_cache_bytes"]
             activations = SCRATCH_FLOATS * 4 * CTX
             bound = 1.10 * held + kv + fixed + activations + 32 * MIB
             design_bound = 1.10 * held + kv + 500e6
             ok = rss <= bound and rss <= design_bound
             failures += not ok
-            print(f"{'ok  ' if ok else 'FAIL'} {label:<18} peak RSS {rss / MIB:7.1f} MiB, bound {bound / MIB:7.1f} "
+            print(f"{'ok  ' if ok else 'FAIL'} {label:<25} peak RSS {rss / MIB:7.1f} MiB, bound {bound / MIB:7.1f} "
                   f"(weights held {held / MIB:.1f}, KV {kv / MIB:.1f}, fixed {fixed / MIB:.1f}, "
                   f"activations {activations / MIB:.1f})")
     return 1 if failures else 0
