@@ -265,7 +265,6 @@ Result<std::unique_ptr<PackedLinear>> pack_sparse24(const Sparse24& weight) {
 
 namespace {
 
-
 // The rows of a validated weight whose values are `values` ([rows, groups * keep], the weight's own
 // or their INT8 codes) placed in nm records from row `row0` of `packed` on.
 void nm_fill_rows(PackedLinear& packed, const NMPacked& weight, const Tensor& values, int64_t row0) {

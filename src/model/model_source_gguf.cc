@@ -135,8 +135,12 @@ Status open_gguf(ModelSource::Impl& impl) {
     auto form = read_packed_form(file);
     if (!form.ok()) return form.error();
     impl.packed = *form;
-    auto tied = file.find_key("nmkit.packed.tied_output");
-    p.tied_output = tied != nullptr && tied->type == GgufType::Bool && tied->integer == 1;
+    const GgufValue* tied = file.find_key("nmkit.packed.tied_output");
+    if (tied == nullptr || tied->type != GgufType::Bool) {
+      return Error(path + ": metadata key 'nmkit.packed.tied_output' is " + (tied == nullptr ? "missing" : "not a bool") +
+                   " (a packed model file says whether its head is the embedding)");
+    }
+    p.tied_output = tied->integer == 1;
   }
   if (family->read_gguf) NMKIT_TRY(family->read_gguf(file, p));
 
