@@ -19,7 +19,7 @@ from ._errors import (Error, InvalidArgumentError, InvalidFileError, InvalidValu
                       NotFoundError, SameFileError, UnsupportedError)
 from ._nmkit import (Compressed, ErrorCode, LinearReport, Model, PerplexityResult, PruneMetrics, PruneModelReport,
                      PruneResult, SlideGeometry, SlidWeight, SparseLinear, compress, decompress, lift,
-                     load_safetensors, prune, prune_model, quantize, save_safetensors, slide, thread_count)
+                     load_safetensors, pack_model, prune, prune_model, quantize, save_safetensors, slide, thread_count)
 from ._nmkit import _inspect_json
 
 
@@ -35,6 +35,6 @@ __all__ = [
     "Compressed", "Error", "ErrorCode", "InvalidArgumentError", "InvalidFileError", "InvalidValueError", "IoError",
     "LimitError", "LinearReport", "Model", "NotFoundError", "PerplexityResult", "PruneMetrics", "PruneModelReport",
     "PruneResult", "SameFileError", "SlideGeometry", "SlidWeight", "SparseLinear", "UnsupportedError", "compress",
-    "decompress", "inspect", "lift", "load_safetensors", "prune", "prune_model", "quantize", "save_safetensors",
-    "slide", "thread_count",
+    "decompress", "inspect", "lift", "load_safetensors", "pack_model", "prune", "prune_model", "quantize",
+    "save_safetensors", "slide", "thread_count",
 ]

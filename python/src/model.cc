@@ -88,7 +88,7 @@ void bind_model(nb::module_& m) {
               if (!tokenizer.ok()) return tokenizer.error();
               auto model = LlamaModel::build(source->params(), source->tensors(), options);
               if (!model.ok()) return model.error().with_context(path.string() + ": ");
-              return PyModel{path.string(), weight_form_name(options),
+              return PyModel{path.string(), weight_form_name(model->options()),  // a packed file's own form
                              std::make_unique<LlamaModel>(std::move(*model)),
                              std::make_unique<Tokenizer>(std::move(*tokenizer))};
             });
@@ -254,6 +254,45 @@ output projections keep more (the model computes the same function; `nmkit prune
 swaps: after each linear's mask, trade kept and pruned weights within a group while the output
 error on the calibration inputs falls (`nmkit prune --swaps`).
 Atomic: on any error or Ctrl-C nothing is written.)");
+
+  m.def(
+      "pack_model",
+      [](const std::filesystem::path& src, const std::filesystem::path& out, const std::string& weights,
+         std::optional<std::string> pattern, const std::string& format, nb::object progress) {
+        ModelOptions options;
+        options.weights = unwrap(parse_weight_dtype(weights));
+        options.format = unwrap(parse_linear_format(format));
+        if (pattern) options.pattern = parse_pattern(*pattern);
+        LongCall call(progress);
+        options.on_block = call.progress("load");
+        check(call.run([&]() -> Status {
+          auto source = ModelSource::open(src.string());
+          if (!source.ok()) return source.error();
+          // As `nmkit pack`: one .gguf, checked before the work, at most the model's bf16 size.
+          auto output = parse_model_output(out.string(), options.weights == DType::F32 ? DType::F32 : DType::BF16,
+                                           *source, "out");
+          if (!output.ok()) return output.error();
+          if (output->kind != ModelOutput::Kind::Gguf) {
+            return Error("out: a packed model is one .gguf file, not '" + out.string() + "'");
+          }
+          NMKIT_TRY(check_model_output(*output, *source));
+          auto model = LlamaModel::build(source->params(), source->tensors(), options);
+          if (!model.ok()) return model.error().with_context(src.string() + ": ");
+          ModelWriteOptions write;
+          write.on_tensor = [&call](size_t i, size_t n, const OutputTensor&) {
+            call.notify("write", static_cast<int64_t>(i) + 1, static_cast<int64_t>(n));
+          };
+          return write_packed_model(out.string(), *model, *source, write);
+        }));
+      },
+      nb::arg("src"), nb::arg("out"), nb::arg("weights") = "int8", nb::arg("pattern") = nb::none(),
+      nb::arg("format") = "dense", nb::arg("progress") = nb::none(),
+      R"(Builds the model ``src`` (GGUF file or Hugging Face folder) in a weight form, as Model.load
+does (``weights``, ``pattern`` pruned on load by magnitude, ``format``), and writes it to
+``out`` (OUT.gguf) as a packed model file: Model.load and every nmkit command then map it and run its
+linears where they lie, converting nothing (docs/design.md 11.9), in that form only. Exactly what
+`nmkit pack` writes. progress(stage, done, total) per block ("load") and tensor ("write"). Atomic:
+on any error or Ctrl-C nothing is written.)");
 
   m.def(
       "_inspect_json",

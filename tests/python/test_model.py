@@ -1,4 +1,4 @@
-"""nmkit.Model and nmkit.prune_model: logits against the numpy forward of tests/model, perplexity,
+"""nmkit.Model, nmkit.prune_model and nmkit.pack_model: logits against the numpy forward of tests/model, perplexity,
 generation and pruned files equal to the nmkit executable's, progress reaching Python, Ctrl-C leaving
 nothing written."""
 import json
@@ -68,6 +68,26 @@ def test_load_pruned_forms(tiny_model):
     assert m.description == "int8 2:4 sparse24" and "sparse24" in m.kernel_name(1)
     with pytest.raises(nmkit.InvalidArgumentError):
         nmkit.Model.load(tiny_model, pattern="6:8", format="sparse24")
+
+
+def test_pack_model_equals_nmkit_pack_and_runs_its_form(tiny_model, cli, tmp_path):
+    calls = []
+    out = tmp_path / "py.gguf"
+    nmkit.pack_model(tiny_model, out, weights="int8", pattern="6:8", format="nm", progress=lambda *a: calls.append(a))
+    run_cli(cli, "pack", tiny_model, "-o", tmp_path / "cli.gguf", "--weights", "int8", "--pattern", "6:8",
+            "--format", "nm")
+    assert out.read_bytes() == (tmp_path / "cli.gguf").read_bytes()
+    assert calls[-1][0] == "write" and calls[-1][1] == calls[-1][2]
+    packed = nmkit.Model.load(out)  # the file's own form, run from its records
+    built = nmkit.Model.load(tiny_model, weights="int8", pattern="6:8", format="nm")
+    assert packed.description == built.description == "int8 6:8 nm"
+    ids = built.tokenize("the packed model")
+    assert np.array_equal(packed.logits(ids), built.logits(ids))
+    with pytest.raises(nmkit.InvalidArgumentError):
+        nmkit.Model.load(out, weights="bf16")
+    with pytest.raises(nmkit.InvalidArgumentError):
+        nmkit.pack_model(tiny_model, tmp_path / "x.txt", weights="int8")
+    assert not (tmp_path / "x.txt").exists()
 
 
 @pytest.mark.parametrize("method", ["sparsegpt", "wanda"])
