@@ -63,14 +63,15 @@ StoredArray borrowed_rows(const PackedLinear& p) {
   return out;
 }
 
-// Bits set in x. std::popcount calls libgcc's table routine where the build targets baseline
-// x86-64 (no POPCNT), several times slower than this sum of bit fields.
-int64_t bits_set(uint64_t x) {
+// The bits set in each byte of x, in that byte. std::popcount calls libgcc's table routine where
+// the build targets baseline x86-64 (no POPCNT), several times slower than these sums of bit fields.
+uint64_t byte_bits(uint64_t x) {
   x = x - ((x >> 1) & 0x5555555555555555ULL);
   x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
-  x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0FULL;
-  return static_cast<int64_t>((x * 0x0101010101010101ULL) >> 56);
+  return (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0FULL;
 }
+
+int64_t bits_set(uint64_t x) { return static_cast<int64_t>((byte_bits(x) * 0x0101010101010101ULL) >> 56); }
 
 int64_t bits_set(const uint8_t* p, int64_t bytes) {
   int64_t bits = 0, i = 0;
@@ -85,6 +86,23 @@ int64_t bits_set(const uint8_t* p, int64_t bytes) {
     bits += bits_set(word);
   }
   return bits;
+}
+
+// The bits set in each of a row block's four records of one superchunk, `stride` mask bytes each,
+// which lie together. Records of 4 bytes (f32/bf16 nm, superchunks of 32 K) go two to a word.
+void record_bits(const uint8_t* p, int64_t stride, int64_t (&bits)[cpu::kLinearRowBlock]) {
+  static_assert(cpu::kLinearRowBlock == 4);
+  if (stride == 4) {
+    for (int w = 0; w < 2; ++w) {
+      uint64_t word;
+      std::memcpy(&word, p + 8 * w, 8);
+      const uint64_t counts = byte_bits(word);  // at most 8 a byte: a half's sum fits its top byte
+      bits[2 * w] = static_cast<int64_t>((((counts & 0xFFFFFFFFULL) * 0x01010101ULL) >> 24) & 0xFF);
+      bits[2 * w + 1] = static_cast<int64_t>((((counts >> 32) * 0x01010101ULL) >> 24) & 0xFF);
+    }
+    return;
+  }
+  for (int r = 0; r < cpu::kLinearRowBlock; ++r) bits[r] = bits_set(p + r * stride, stride);
 }
 
 // Every nm record (row, superchunk) holds at most keep mask bits per real group of its superchunk,
@@ -102,8 +120,10 @@ Status check_masks(const PackedLinear& p, const std::string& what) {
       for (int64_t c = 0; c < superchunks; ++c) {
         const int64_t allowed = std::clamp<int64_t>(groups - c * per_chunk, 0, per_chunk) * p.pattern.keep;
         const int64_t first = (b * superchunks + c) * cpu::kLinearRowBlock;
+        int64_t bits[cpu::kLinearRowBlock];
+        record_bits(masks + first * p.mask_stride, p.mask_stride, bits);
         for (int r = 0; r < cpu::kLinearRowBlock; ++r) {
-          if (bits_set(masks + (first + r) * p.mask_stride, p.mask_stride) > (r < real_rows ? allowed : 0)) {
+          if (bits[r] > (r < real_rows ? allowed : 0)) {
             int64_t seen = bad.load(std::memory_order_relaxed);
             while (first + r < seen && !bad.compare_exchange_weak(seen, first + r)) {
             }

@@ -207,6 +207,18 @@ TEST(LinearRecords, BadRecordsAreErrorsNamingTheLayer) {
   padding_bits.arrays[1].data[record * 8] = std::byte{1};
   EXPECT_NE(error_of(padding_bits).find("mask of row 37"), std::string::npos) << error_of(padding_bits);
 
+  // f32 4:8 (not run slid): records of 4 mask bytes, two to a word in the check; each half counts.
+  auto nm48 = pruned_nm(w, Pattern{4, 8}, false);
+  ASSERT_TRUE(nm48.ok());
+  for (const int row : {1, 2}) {
+    Written extra = write(*nm48);
+    ASSERT_EQ(extra.header[1], 2);  // nm records, 4 mask bytes a record (superchunks of 32 K)
+    extra.arrays[1].data[(1 * 4 + row) * 4] = std::byte{0xFF};  // row block 0, superchunk 1: record 4 + row
+    EXPECT_NE(error_of(extra).find("mask of row " + std::to_string(row) + ", K 32-63 has more bits than 4:8 keeps"),
+              std::string::npos)
+        << error_of(extra);
+  }
+
   Written nan_scale = write(*nm);
   const float nan = std::nanf("");
   std::memcpy(nan_scale.arrays[2].data.get() + 4 * 3, &nan, 4);
