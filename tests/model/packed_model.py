@@ -131,6 +131,12 @@ def main():
         ok, err = one_line_error(run([nmkit, "generate", truncated, "--prompt", "ab", "-n", "2"]), "truncated.gguf")
         check(ok, f"truncated file: {err}")
 
+        # Commands that need the weights themselves say what to give them instead.
+        for args in (["convert", packed, "-o", os.path.join(tmp, "c.gguf")],
+                     ["prune", packed, "-o", os.path.join(tmp, "p.gguf"), "--pattern", "2:4"]):
+            ok, err = one_line_error(run([nmkit, *args]), "a packed model file holds no weight", "packed from")
+            check(ok and not os.path.exists(args[3]), f"{args[0]} of a packed file: {err}")
+
         # Bad outputs and forms: nothing written.
         for args, needle in ((["-o", os.path.join(tmp, "x.txt"), "--weights", "int8"], "x.txt"),
                              (["-o", os.path.join(tmp, "x.gguf"), "--pattern", "9:8", "--format", "nm"], "9:8"),
