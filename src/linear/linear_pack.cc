@@ -114,6 +114,9 @@ Result<std::unique_ptr<PackedLinear>> record_layout(const RecordForm& form, bool
       const int64_t padded_k = packed->row_blocks * kLinearRowBlock * packed->K_x;
       packed->values = bytes(padded_k / 2 * size);
       packed->meta = bytes(padded_k / 8);
+      // Padding groups (missing rows, groups past K) name positions 0 and 1, with zero values; a
+      // packer overwrites the real ones.
+      if (allocate) std::fill_n(packed->meta.as<uint32_t>(), padded_k / 32, 0x44444444u);
       break;
     }
     case WeightFormat::NM: {
@@ -230,10 +233,7 @@ Result<std::unique_ptr<PackedLinear>> pack_sparse24(const Sparse24& weight) {
   const int64_t chunks = packed->K_x / kLinearChunk;
   const int64_t groups = weight.K_pad() / 4;  // real groups per row (the rest is chunk padding)
   const size_t size = dtype_size(*dtype);
-  const int64_t records = packed->row_blocks * chunks * kLinearRowBlock;
   auto* words = packed->meta.as<uint32_t>();
-  // Padding records (missing rows, groups beyond K_pad) name positions 0 and 1 with zero values.
-  for (int64_t i = 0; i < records; ++i) words[i] = 0x44444444u;
   const auto* meta = weight.meta.as<uint8_t>();
   const std::byte* src = weight.values.data();
   const int64_t value_stride = weight.K_pad() / 2;
@@ -390,17 +390,6 @@ Result<std::unique_ptr<PackedLinear>> pack_dense_int8(const std::vector<Quantize
 
 namespace {
 
-// The empty int8 sparse24 records of a [rows, K] weight (K padded to 64: the last record of a row
-// block may cover 64 K, cpu/linear_common.h sparse24_int8_k); padding groups are (0, 1) with zero
-// values.
-Result<std::unique_ptr<PackedLinear>> sparse24_int8_layout(int64_t rows, int64_t K, const std::string& what) {
-  auto packed = record_layout({WeightFormat::Sparse24, DType::I8, rows, K}, true, what);
-  if (!packed.ok()) return packed;
-  auto* words = (*packed)->meta.as<uint32_t>();
-  for (size_t i = 0; i < (*packed)->meta.size / 4; ++i) words[i] = 0x44444444u;
-  return packed;
-}
-
 // The rows of int8 sparse24 codes `w` placed in the records from row `row0` of `packed` on, their
 // code sums in sums[row0 + r].
 void sparse24_int8_fill_rows(PackedLinear& packed, const Sparse24& w, int64_t row0, std::vector<int32_t>& sums) {
@@ -516,7 +505,7 @@ Result<std::unique_ptr<PackedLinear>> pack_sparse24_int8(const QuantizedSparse24
   if (weight.type != QuantType::Int8 || w.dtype() != DType::I8) {
     return Error("int8 sparse24 weight: expected I8 values, got " + std::string(dtype_name(w.dtype())));
   }
-  auto packed = sparse24_int8_layout(w.rows(), w.K, "int8 sparse24 weight");
+  auto packed = record_layout({WeightFormat::Sparse24, DType::I8, w.rows(), w.K}, true, "int8 sparse24 weight");
   if (!packed.ok()) return packed.error();
   std::vector<int32_t> sums(static_cast<size_t>(w.rows()), 0);
   sparse24_int8_fill_rows(**packed, w, 0, sums);
@@ -569,7 +558,7 @@ Result<std::unique_ptr<PackedLinear>> pack_nm_int8_by_rows(int64_t rows, int64_t
 Result<std::unique_ptr<PackedLinear>> pack_sparse24_int8_by_rows(int64_t rows, int64_t K, DType dtype,
                                                                  const Sparse24SliceFill& fill) {
   const std::string what = "int8 sparse24 weight";
-  auto packed = sparse24_int8_layout(rows, K, what);
+  auto packed = record_layout({WeightFormat::Sparse24, DType::I8, rows, K}, true, what);
   if (!packed.ok()) return packed.error();
   std::vector<int32_t> sums(static_cast<size_t>(rows), 0);
   Tensor scales = Tensor::empty(DType::F32, {rows});
