@@ -84,10 +84,8 @@ Result<Weight> load_weight(const ModelTensors& src, const std::string& name, con
 // The weight as an f32 tensor of its own (calibration keeps the block linears so).
 Tensor f32_copy(Weight& w);
 
-// A packed model file (docs/design.md 11.9, llama_build_packed.cc): the options a model of it runs
-// with (the file's form when `asked` names none; an Error when it names another), the record prefix
-// of block b's linear group g ("blk.3.attn_qkv"), and the layer stored under `prefix`, run in place.
-Result<ModelOptions> packed_options(const PackedForm& form, const ModelOptions& asked);
+// A packed model file (docs/design.md 11.9, llama_build_packed.cc): the record prefix of block b's
+// linear group g ("blk.3.attn_qkv"), and the layer stored under `prefix`, run in place.
 std::string packed_group_prefix(int64_t b, int g);
 Result<SparseLinear> packed_layer(const ModelTensors& src, const std::string& prefix, const LinearOptions& options);
 

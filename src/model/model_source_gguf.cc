@@ -34,10 +34,10 @@ Result<float> get_positive_float(const GgufFile& file, const std::string& key) {
   return f;
 }
 
-}  // namespace
-
+// Whether a tensor of a packed model file is one of its layers' records (docs/design.md 11.9).
 bool is_record_tensor(std::string_view name) { return name.find(".nmkit.") != std::string_view::npos; }
 
+// A packed model file's form, from its nmkit.packed.* keys.
 Result<PackedForm> read_packed_form(const GgufFile& file) {
   const std::string& path = file.path();
   auto version = file.get_uint("nmkit.packed.version");
@@ -72,6 +72,8 @@ Result<PackedForm> read_packed_form(const GgufFile& file) {
   form.head_reads_embedding = *head == "embedding";
   return form;
 }
+
+}  // namespace
 
 Status open_gguf(ModelSource::Impl& impl) {
   auto opened = GgufFile::open(impl.path);

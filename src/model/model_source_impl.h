@@ -36,11 +36,6 @@ struct ModelSource::Impl {
 
 namespace model_source {
 
-// A packed model file's form from its nmkit.packed.* keys (docs/design.md 11.9), and whether its
-// tensor `name` is one of its layers' records (".nmkit." in the name).
-Result<PackedForm> read_packed_form(const GgufFile& file);
-bool is_record_tensor(std::string_view name);
-
 // The tensors of a llama model with `params`, GGUF names in GGUF order, with their nmkit shapes.
 std::vector<std::pair<std::string, Shape>> expected_tensors(const LlamaParams& params);
 

@@ -126,21 +126,6 @@ std::vector<GgufKeyValue> family_metadata(const LlamaParams& p, const std::strin
   return metadata;
 }
 
-// Llama 3.x's rope factors as the tensor llama.cpp reads them (rope_freqs.weight, F32), when the
-// model has them: a GGUF source's or those an HF config's llama3 rope_scaling implies.
-std::optional<OutputTensor> rope_freqs_tensor(const LlamaParams& p) {
-  if (p.rope_factors.empty()) return std::nullopt;
-  OutputTensor t;
-  t.name = "rope_freqs.weight";
-  t.dtype = DType::F32;
-  t.shape = {static_cast<int64_t>(p.rope_factors.size())};
-  t.fill = [factors = p.rope_factors](std::byte* dst) -> Status {
-    std::memcpy(dst, factors.data(), factors.size() * sizeof(float));
-    return ok_status();
-  };
-  return t;
-}
-
 }  // namespace
 
 TensorsToWrite source_tensors(const ModelSource& source) { return {source.params(), source.loader()}; }
@@ -223,7 +208,20 @@ Result<std::vector<GgufKeyValue>> model_gguf_metadata(const LlamaParams& params,
   return metadata;
 }
 
-std::optional<OutputTensor> rope_factors_tensor(const LlamaParams& params) { return rope_freqs_tensor(params); }
+// Llama 3.x's rope factors as the tensor llama.cpp reads them (rope_freqs.weight, F32), when the
+// model has them: a GGUF source's or those an HF config's llama3 rope_scaling implies.
+std::optional<OutputTensor> rope_factors_tensor(const LlamaParams& p) {
+  if (p.rope_factors.empty()) return std::nullopt;
+  OutputTensor t;
+  t.name = "rope_freqs.weight";
+  t.dtype = DType::F32;
+  t.shape = {static_cast<int64_t>(p.rope_factors.size())};
+  t.fill = [factors = p.rope_factors](std::byte* dst) -> Status {
+    std::memcpy(dst, factors.data(), factors.size() * sizeof(float));
+    return ok_status();
+  };
+  return t;
+}
 
 Status write_model_gguf(const std::string& path, const TensorsToWrite& model, const ModelSource& source,
                         const ModelWriteOptions& options) {
@@ -243,7 +241,7 @@ Status write_model_gguf(const std::string& path, const TensorsToWrite& model, co
   }
   if (!has_file_type) metadata.push_back({"general.file_type", GgufValue::of_uint32(*file_type)});
   auto expected = model_source::expected_tensors(model.params);
-  std::optional<OutputTensor> freqs = rope_freqs_tensor(model.params);
+  std::optional<OutputTensor> freqs = rope_factors_tensor(model.params);
   if (freqs) expected.emplace_back(freqs->name, freqs->shape);
   std::vector<OutputTensor> tensors;
   for (const auto& [name, shape] : in_source_order(std::move(expected), source)) {
