@@ -76,6 +76,11 @@ std::optional<OutputTensor> rope_factors_tensor(const LlamaParams& params);
 // "PREFIX.nmkit.values", ".meta", ".scale", ".sum", ".bias" (those the form has). Atomic (write_gguf).
 Status write_packed_model(const std::string& path, const LlamaModel& model, const ModelSource& source,
                           const ModelWriteOptions& options = {});
+// The checks before packing (`nmkit pack`, nmkit.pack_model): `path` is one OUT.gguf, and passes
+// check_model_output with room for the model in bf16 (f32 for f32 weights), which no packed form
+// of it exceeds. Errors name the output as `label` calls it.
+Status check_packed_model_output(const std::string& path, DType weights, const ModelSource& source,
+                                 const std::string& label);
 
 // The tokenizer.ggml.* keys (and tokenizer.chat_template) that hold `tokenizer` in a GGUF file, as
 // llama.cpp's convert_hf_to_gguf.py writes them: model, pre, tokens, token_type, merges (gpt2) or

@@ -268,14 +268,7 @@ Atomic: on any error or Ctrl-C nothing is written.)");
         check(call.run([&]() -> Status {
           auto source = ModelSource::open(src.string());
           if (!source.ok()) return source.error();
-          // As `nmkit pack`: one .gguf, checked before the work, at most the model's bf16 size.
-          auto output = parse_model_output(out.string(), options.weights == DType::F32 ? DType::F32 : DType::BF16,
-                                           *source, "out");
-          if (!output.ok()) return output.error();
-          if (output->kind != ModelOutput::Kind::Gguf) {
-            return Error("out: a packed model is one .gguf file, not '" + out.string() + "'");
-          }
-          NMKIT_TRY(check_model_output(*output, *source));
+          NMKIT_TRY(check_packed_model_output(out.string(), options.weights, *source, "out"));
           auto model = LlamaModel::build(source->params(), source->tensors(), options);
           if (!model.ok()) return model.error().with_context(src.string() + ": ");
           ModelWriteOptions write;

@@ -102,4 +102,12 @@ Status write_packed_model(const std::string& path, const LlamaModel& model, cons
   return write_gguf(path, metadata, tensors, write_options);
 }
 
+Status check_packed_model_output(const std::string& path, DType weights, const ModelSource& source,
+                                 const std::string& label) {
+  auto output = parse_model_output(path, weights == DType::F32 ? DType::F32 : DType::BF16, source, label);
+  if (!output.ok()) return output.error();
+  if (output->kind != ModelOutput::Kind::Gguf) return Error(label + ": a packed model is one .gguf file, not '" + path + "'");
+  return check_model_output(*output, source);
+}
+
 }  // namespace nmkit

@@ -28,14 +28,9 @@ int run(const PackArgs& args) {
   auto opened = open_model(args.input);
   if (!opened.ok()) return report_error(opened.error());
   auto source = std::static_pointer_cast<const ModelSource>(opened->keep_alive);
-  // A packed file is at most as large as the model in bf16 (f32 dense: f32).
-  const DType size_dtype = options->weights == DType::F32 ? DType::F32 : DType::BF16;
-  auto output = parse_model_output(args.output, size_dtype, *source, "-o");
-  if (!output.ok()) return report_error(output.error());
-  if (output->kind != ModelOutput::Kind::Gguf) {
-    return report_error(Error("-o: a packed model is one .gguf file, not '" + args.output + "'"));
+  if (Status st = check_packed_model_output(args.output, options->weights, *source, "-o"); !st.ok()) {
+    return report_error(st.error());
   }
-  if (Status st = check_model_output(*output, *source); !st.ok()) return report_error(st.error());
   auto model = build_model(*opened, *options);
   if (!model.ok()) return report_error(model.error());
   {
