@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 
 namespace nmkit::bench {
 
@@ -20,6 +21,20 @@ struct ReadBandwidth {
 // each reading its own contiguous part with the active ISA tier's widest loads (the decode kernels'
 // access width; cpu/linear_kernels.h ReadStreamFn), in the two patterns the decode kernels stream.
 // Medians of repeated full passes; a probe that reads less than decode achieves is wrong.
+// The buffer is allocated and touched once, so that a run can probe beside each of its timed rounds
+// (`nmkit bench model`): this machine's bandwidth drifts by a third within minutes, and a kernel's
+// share of it is only meaningful against a probe taken next to it.
+class ReadProbe {
+ public:
+  explicit ReadProbe(size_t bytes = 0, int threads = 0);
+  ReadBandwidth measure() const;
+
+ private:
+  std::unique_ptr<std::byte[]> buffer_;
+  size_t bytes_ = 0;
+  int threads_ = 0;
+};
+
 ReadBandwidth measure_read_bandwidth(size_t bytes = 0, int threads = 0);
 
 }  // namespace nmkit::bench

@@ -112,6 +112,4 @@ double copy_bandwidth_gbs(size_t bytes, int threads) {
   return 2.0 * static_cast<double>(bytes) / (t.median_ms * 1e6);
 }
 
-double read_bandwidth_gbs(size_t bytes, int threads) { return measure_read_bandwidth(bytes, threads).gbs; }
-
 }  // namespace nmkit::bench

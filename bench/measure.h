@@ -48,8 +48,4 @@ int rotation_copies(size_t bytes, int max_copies = 64);
 // threads (0 = the pool's size). Counted as bytes read + bytes written per second, in GB/s (1e9).
 double copy_bandwidth_gbs(size_t bytes = 0, int threads = 0);
 
-// Read-only streaming bandwidth, in GB/s: the ceiling of a kernel that only reads its weights
-// (bench/bandwidth.h measure_read_bandwidth, its better pattern).
-double read_bandwidth_gbs(size_t bytes = 0, int threads = 0);
-
 }  // namespace nmkit::bench

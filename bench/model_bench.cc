@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bandwidth.h"
 #include "measure.h"
 #include "peak_rss.h"
 #include "nmkit/threads.h"
@@ -55,6 +56,9 @@ struct Runner {
   std::unique_ptr<LlamaModel> model;  // while the form is measured
   std::unique_ptr<LlamaSession> session;
   std::vector<double> decode_tps, prefill_tps;  // one per round
+  // One per round: the read probe taken beside that round's decode (one form at a time: the mean of
+  // the probes just before the form's build and just after it was freed, for every round).
+  std::vector<double> probe_gbs;
   // Taken while the model is held (one_at_a_time frees it before the report).
   double bytes_per_token = 0, resident_bytes = 0, load_seconds = 0;
   size_t peak_rss = 0;  // one_at_a_time only
@@ -265,9 +269,13 @@ int run_model_bench(const ModelBenchOptions& o) {
     }
   }
   if (tty) std::fprintf(stderr, "\r%40s\r", "");
-  const double read_gbs = read_bandwidth_gbs();
+  // The probe beside each round (bench/bandwidth.h ReadProbe). One form at a time, its buffer would
+  // count in the form's peak RSS, so each form is probed before it is built and after it is freed.
+  std::vector<double> probes;  // every probe taken, for the header
+  const auto probe_now = [&probes] { return probes.emplace_back(ReadProbe().measure().gbs); };
   if (o.one_at_a_time) {
     for (auto& r : runners) {
+      const double probe_before = probe_now();
       if (rss_per_form) reset_peak_rss();
       if (tty) std::fprintf(stderr, "\rbuilding %-24s", r.variant.label.c_str());
       if (Status st = prepare(r, o); !st.ok()) return fail(r, st.error());
@@ -280,8 +288,10 @@ int run_model_bench(const ModelBenchOptions& o) {
       if (rss_per_form) r.peak_rss = peak_rss_bytes();
       r.session.reset();
       r.model.reset();
+      r.probe_gbs.assign(r.decode_tps.size(), 0.5 * (probe_before + probe_now()));
     }
   } else {
+    const ReadProbe probe;
     for (int round = 0; round < o.rounds; ++round) {
       for (bool prefill : {false, true}) {
         for (auto& r : runners) {
@@ -289,6 +299,7 @@ int run_model_bench(const ModelBenchOptions& o) {
             std::fprintf(stderr, "\rround %d/%d %s %-24s", round + 1, o.rounds, prefill ? "prefill" : "decode ",
                          r.variant.label.c_str());
           }
+          if (!prefill) r.probe_gbs.push_back(probes.emplace_back(probe.measure().gbs));
           if (Status st = time_round(r, o, prefill); !st.ok()) return fail(r, st.error());
         }
       }
@@ -304,10 +315,13 @@ int run_model_bench(const ModelBenchOptions& o) {
   if (tty) std::fprintf(stderr, "\r%60s\r", "");
 
   const Runner& base = runners.front();
+  const auto [probe_min, probe_max] = std::minmax_element(probes.begin(), probes.end());
   fmt::print("model {}: decode {} tokens after a {}-token prompt, prefill {} tokens; {} threads; "
-             "{} {} rounds, medians; read bandwidth {:.1f} GB/s (same run)\n",
+             "{} {} rounds, medians; read bandwidth {:.1f} GB/s (median of {} probes beside the rounds, "
+             "{:.1f}-{:.1f}; % read: median of same-round ratios)\n",
              o.model_label, o.decode_tokens, o.prompt_tokens, o.prefill_tokens, thread_count(), o.rounds,
-             o.one_at_a_time ? "consecutive (one form at a time)" : "interleaved", read_gbs);
+             o.one_at_a_time ? "consecutive (one form at a time)" : "interleaved", median_of(probes), probes.size(),
+             *probe_min, *probe_max);
   fmt::print("{:<20} {:>8} {:>8} {:>7} {:>10} {:>9} {:>8} {:>8} {:>7} {:>10} {:>8}  {}\n", "weights", "load s", "held GB",
              "RSS GB", "MB/token", "decode/s", "x base", "GB/s", "% read", "prefill/s", "x base",
              "kernel (decode, prefill)");
@@ -325,16 +339,20 @@ int run_model_bench(const ModelBenchOptions& o) {
     const double bytes = r.bytes_per_token;
     const double dec = median_of(r.decode_tps), pre = median_of(r.prefill_tps);
     const double gbs = bytes * dec / 1e9;
+    std::vector<double> round_gbs;  // the decode's GB/s of each round, against that round's probe
+    for (const double tps : r.decode_tps) round_gbs.push_back(bytes * tps / 1e9);
+    const double read_share = median_ratio(round_gbs, r.probe_gbs), read_gbs = median_of(r.probe_gbs);
     const double dec_ratio = median_ratio(r.decode_tps, base.decode_tps);
     const double pre_ratio = median_ratio(r.prefill_tps, base.prefill_tps);
     const std::string rss = r.peak_rss > 0 ? fmt::format("{:.2f}", static_cast<double>(r.peak_rss) / 1e9) : "-";
     fmt::print("{:<20} {:>8.1f} {:>8.2f} {:>7} {:>10.1f} {:>9.1f} {:>7.2f}x {:>8.1f} {:>6.0f}% {:>10.1f} {:>7.2f}x  {}, {}\n",
                r.variant.label, r.load_seconds, r.resident_bytes / 1e9, rss, bytes / 1e6, dec, dec_ratio, gbs,
-               100.0 * gbs / read_gbs, pre, pre_ratio, r.decode_kernel, r.prefill_kernel);
+               100.0 * read_share, pre, pre_ratio, r.decode_kernel, r.prefill_kernel);
     records.push_back({{"engine", "nmkit"}, {"variant", r.variant.label}, {"weight_bytes_per_token", bytes},
                        {"decode_tps", dec}, {"decode_tps_rounds", r.decode_tps}, {"prefill_tps", pre},
                        {"prefill_tps_rounds", r.prefill_tps}, {"decode_vs_base", dec_ratio},
-                       {"prefill_vs_base", pre_ratio}, {"read_gbs", read_gbs}, {"decode_gbs", gbs},
+                       {"prefill_vs_base", pre_ratio}, {"read_gbs", read_gbs}, {"read_gbs_rounds", r.probe_gbs},
+                       {"read_share", read_share}, {"decode_gbs", gbs},
                        {"load_seconds", r.load_seconds}, {"resident_bytes", r.resident_bytes}});
     if (r.peak_rss > 0) records.back()["peak_rss_bytes"] = r.peak_rss;
     if (best_dense != nullptr && r.variant.options.pattern) {
