@@ -194,6 +194,15 @@ def item3_bench(tmp):
           and "F32" in r.stdout, f"exit {r.returncode}, calls {calls}")
     check("3: the other model is skipped with a note", "not the same model" in r.stderr and "n_ff" in r.stderr,
           r.stderr.strip())
+    # The read probe beside every round (docs/design.md 13): held together, one probe per form and round.
+    report = os.path.join(tmp, "bench.json")
+    r = nmkit("bench", "model", model, "--rounds", "2", "--decode", "2", "--prefill", "4", "--no-llamacpp",
+              "--variants", "f32 dense,int8 dense", "--json", report, cwd=tmp)
+    rows = [x for x in json.load(open(report)) if x.get("engine") == "nmkit"] if r.returncode == 0 else []
+    check("3: each form has a probe per round and its share of them",
+          len(rows) == 2 and all(len(x["read_gbs_rounds"]) == 2 and min(x["read_gbs_rounds"]) > 0 and
+                                 x["read_share"] > 0 for x in rows) and "median of 4 probes" in r.stdout,
+          f"exit {r.returncode}, {r.stdout.splitlines()[:1]}, {rows}")
     check("3: no shell ran the file name", not os.path.exists(os.path.join(tmp, "PWNED")) and
           not os.path.exists(os.path.join(folder, "PWNED")))
     expect_error("3: --llamacpp-model naming another model", nmkit(*common, "--llamacpp-model", other, cwd=tmp,
