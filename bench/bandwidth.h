@@ -22,8 +22,8 @@ struct ReadBandwidth {
 // access width; cpu/linear_kernels.h ReadStreamFn), in the two patterns the decode kernels stream.
 // Medians of repeated full passes; a probe that reads less than decode achieves is wrong.
 // The buffer is allocated and touched once, so that a run can probe beside each of its timed rounds
-// (`nmkit bench model`): this machine's bandwidth drifts by a third within minutes, and a kernel's
-// share of it is only meaningful against a probe taken next to it.
+// (`nmkit bench model`, docs/design.md 13): the machine's bandwidth drifts within minutes, and a
+// kernel's share of it is only meaningful against a probe taken next to it.
 class ReadProbe {
  public:
   explicit ReadProbe(size_t bytes = 0, int threads = 0);

@@ -14,7 +14,8 @@ launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 # GCC 12's -Wmaybe-uninitialized misfires inside libstdc++ (std::regex) under -fsanitize=address;
 # it stays a warning there, every other warning is still an error.
-# -g1: line tables only, all a report's file:line needs; full -g took 1.3x the compile time.
+# -g1: line tables only, all a report's file:line needs, and faster to compile than full -g
+# (docs/data.md "CI time").
 common="-O1 -g1 -fno-omit-frame-pointer -Wno-error=maybe-uninitialized"
 
 configure() {  # dir, sanitizer flags, extra cmake arguments...
