@@ -47,9 +47,10 @@ struct RecordForm {
   int64_t K = 0;          // width of the stored rows (K_prime for a slid weight)
   Pattern pattern{2, 4};  // nm: the stored pattern
 };
-// The empty records of `form`, every packer's start: fields set, arrays zeroed but for sparse24's
-// padding meta words, (0, 1) in every group (allocate), or only sized (AlignedBytes::reserved) for checking stored records against (linear_records.h). An Error
-// (naming `what`) for a shape, dtype or pattern the kernels cannot take.
+// The empty records of `form`, every packer's start: fields set and arrays zeroed, but for sparse24's
+// meta words, which name positions (0, 1) in every group (allocate), or only sized
+// (AlignedBytes::reserved) for checking stored records against (linear_records.h). An Error (naming
+// `what`) for a shape, dtype or pattern the kernels cannot take.
 Result<std::unique_ptr<PackedLinear>> record_layout(const RecordForm& form, bool allocate, const std::string& what);
 
 // Dense weights: [rows_i, K] parts of one dtype stacked by rows. pack_dense copies them into rows of

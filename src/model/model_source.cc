@@ -78,11 +78,13 @@ bool ModelSource::has_tensor(std::string_view name) const {
 }
 
 Result<Tensor> ModelSource::load_f32(std::string_view name) const {
-  if (!has_tensor(name) && impl_->packed) {  // design.md 11.9: its linears are records only
-    return Error(impl_->path + ": a packed model file holds no weight '" + std::string(name) +
-                 "' (its linears are packed records): convert, prune and calibrate the model it was packed from");
+  if (!has_tensor(name)) {
+    if (impl_->packed) {  // design.md 11.9: its linears are records only
+      return Error(impl_->path + ": a packed model file holds no weight '" + std::string(name) +
+                   "' (its linears are packed records): convert, prune and calibrate the model it was packed from");
+    }
+    return Error(impl_->path + ": no tensor '" + std::string(name) + "' in this model");
   }
-  if (!has_tensor(name)) return Error(impl_->path + ": no tensor '" + std::string(name) + "' in this model");
   if (impl_->gguf) return impl_->gguf->dequantize(name);
   const auto it = impl_->hf.find(std::string(name));
   NMKIT_ASSERT(it != impl_->hf.end());

@@ -1,6 +1,6 @@
-"""nmkit.Model, nmkit.prune_model and nmkit.pack_model: logits against the numpy forward of tests/model, perplexity,
-generation and pruned files equal to the nmkit executable's, progress reaching Python, Ctrl-C leaving
-nothing written."""
+"""nmkit.Model, nmkit.prune_model and nmkit.pack_model: logits against the numpy forward of
+tests/model, perplexity, generation and pruned or packed files equal to the nmkit executable's,
+progress reaching Python, Ctrl-C leaving nothing written."""
 import json
 import os
 import signal
