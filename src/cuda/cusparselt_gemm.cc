@@ -82,6 +82,10 @@ Status sparselt_status(const Api& lt, cusparseStatus_t status, const char* what)
 }
 #define NMKIT_LT_TRY(call) NMKIT_TRY(sparselt_status(*lt, lt->call, #call))
 
+// Bytes after the compressed weight that a kernel may read: more than one tile's values and
+// metadata of the largest sparse INT8 / E4M3 tile (256 x 256 x 256).
+constexpr size_t kCompressedSlack = size_t{256} << 10;
+
 }  // namespace
 
 // Descriptors and plans of one weight: A (the 2:4 weight, rows x K row-major), and per token count
@@ -137,10 +141,17 @@ struct CusparseLtGemm::State {
     return ok_status();
   }
 
-  // Workspace for the plan's current algorithm, and its description.
+  // Workspace for the plan's current algorithm (kept when large enough), and its description.
   Status finish_plan(Plan& p, const char* how) {
-    NMKIT_LT_TRY(cusparseLtMatmulGetWorkspace(&handle, &p.plan, &p.workspace_bytes));
-    if (p.workspace_bytes > 0) NMKIT_CUDA_TRY(cudaMalloc(&p.workspace, p.workspace_bytes));
+    size_t bytes = 0;
+    NMKIT_LT_TRY(cusparseLtMatmulGetWorkspace(&handle, &p.plan, &bytes));
+    if (bytes > p.workspace_bytes) {
+      if (p.workspace != nullptr) cudaFree(p.workspace);
+      p.workspace = nullptr;
+      p.workspace_bytes = 0;
+      NMKIT_CUDA_TRY(cudaMalloc(&p.workspace, bytes));
+      p.workspace_bytes = bytes;
+    }
     int id = -1, max_id = -1, split_k = -1, split_mode = -1;
     lt->cusparseLtMatmulAlgGetAttribute(&handle, &p.selection, CUSPARSELT_MATMUL_ALG_CONFIG_ID, &id, sizeof(id));
     lt->cusparseLtMatmulAlgGetAttribute(&handle, &p.selection, CUSPARSELT_MATMUL_ALG_CONFIG_MAX_ID, &max_id,
@@ -188,7 +199,10 @@ Result<std::unique_ptr<CusparseLtGemm>> CusparseLtGemm::make(const void* dense_w
   NMKIT_TRY(s.init_plan(32, plan));
   size_t compressed_bytes = 0, buffer_bytes = 0;
   NMKIT_LT_TRY(cusparseLtSpMMACompressedSize(&s.handle, &plan.plan, &compressed_bytes, &buffer_bytes));
-  NMKIT_CUDA_TRY(cudaMalloc(&s.compressed, compressed_bytes));
+  // Zeroed slack past the compressed weight: cuSPARSELt 0.8.0's sm_90 kernels read a whole tile's
+  // metadata, past the buffer when the rows fill less than a tile (docs/design.md 14).
+  NMKIT_CUDA_TRY(cudaMalloc(&s.compressed, compressed_bytes + kCompressedSlack));
+  NMKIT_CUDA_TRY(cudaMemset(static_cast<char*>(s.compressed) + compressed_bytes, 0, kCompressedSlack));
   void* buffer = nullptr;
   if (buffer_bytes > 0) NMKIT_CUDA_TRY(cudaMalloc(&buffer, buffer_bytes));
   const cusparseStatus_t status = lt->cusparseLtSpMMACompress(&s.handle, &plan.plan, dense_w, s.compressed, buffer,
@@ -211,14 +225,13 @@ Status CusparseLtGemm::run(int64_t tokens, const void* x, void* acc, cudaStream_
     NMKIT_TRY(s.init_plan(tokens, *p));
     if (s.search) {
       // Times every algorithm and split-K setting on this call's buffers (it writes acc, which
-      // the call below writes again) and leaves the fastest in the selection; the plan is made
-      // again from it, as cuSPARSELt's samples do, and its workspace asked anew.
-      NMKIT_LT_TRY(cusparseLtMatmulSearch(&s.handle, &p->plan, &alpha, s.compressed, x, &beta, acc, acc, nullptr,
-                                          &stream, 1));
-      lt->cusparseLtMatmulPlanDestroy(&p->plan);
-      p->ready = 5;
-      NMKIT_LT_TRY(cusparseLtMatmulPlanInit(&s.handle, &p->plan, &p->matmul, &p->selection));
-      p->ready = 6;
+      // the call below writes again) and leaves the fastest in the plan and its selection; the
+      // workspace is asked for again afterwards. The plan is not made again from the selection:
+      // cuSPARSELt 0.8.0 crashed in cusparseLtMatmulPlanInit after a search (docs/design.md 14).
+      // The default algorithm's workspace is there for the search's candidates.
+      NMKIT_TRY(s.finish_plan(*p, "default"));
+      NMKIT_LT_TRY(cusparseLtMatmulSearch(&s.handle, &p->plan, &alpha, s.compressed, x, &beta, acc, acc,
+                                          p->workspace, &stream, 1));
     }
     NMKIT_TRY(s.finish_plan(*p, s.search ? "searched" : "default"));
     plan = std::move(p);
