@@ -85,6 +85,8 @@ if [ -z "${NMKIT_CUSPARSELT:-}" ]; then
 fi
 export NMKIT_CUSPARSELT
 echo "cuSPARSELt: ${NMKIT_CUSPARSELT:-not found (its tests fail, its timings are left out)}"
+python3 -c 'import importlib.metadata as m; print("nvidia-cusparselt-cu13", m.version("nvidia-cusparselt-cu13"))' \
+  2>/dev/null || true
 
 step "build (cmake, $(nproc) jobs)"
 generator=()  # Ninja where it is there, unless a build folder already chose
@@ -110,14 +112,33 @@ tests=$build/tests_cuda
 
 step "1. host oracles and device tests"
 timed "host oracles (CUTLASS metadata, GEMM arguments)" 60 "$tests/nmkit_test_cuda_oracle" --gtest_brief=1
+# One process per test: a crash or a sticky CUDA error (a kernel fault poisons the context) then
+# costs that test alone, and a test that dies by a signal is run again under cuda-gdb for a
+# backtrace of the thread that received it.
 start=$SECONDS
-timeout "$(limit 150)" stdbuf -oL "$tests/nmkit_test_cuda" 2>&1 | tee "$out/device_tests.log" |
-  grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|Failure|error|elements differ|Expected|Which is|element|row|PASSED|FAILED TEST'
-rc=${PIPESTATUS[0]}
-if grep -q '^\[  SKIPPED \]' "$out/device_tests.log"; then
-  echo "a device test was skipped on a GPU machine"
-  [ "$rc" -eq 0 ] && rc=1
-fi
+rc=0
+: >"$out/device_tests.log"
+for name in $("$tests/nmkit_test_cuda" --gtest_list_tests | awk '/^[^ ]/ {suite=$1} /^  / {print suite $1}'); do
+  lim=$(limit 60)
+  [ "$lim" -lt 5 ] && { echo "no time left for $name"; rc=1; break; }
+  timeout "$lim" stdbuf -oL "$tests/nmkit_test_cuda" --gtest_filter="$name" >"$out/one_test.log" 2>&1
+  one=$?
+  cat "$out/one_test.log" >>"$out/device_tests.log"
+  grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|Failure|error|elements differ|Expected|Which is|element|row' \
+    "$out/one_test.log" | grep -v 'tests\? from'
+  if grep -q '^\[  SKIPPED \]' "$out/one_test.log"; then
+    echo "a device test was skipped on a GPU machine: $name"
+    one=1
+  fi
+  if [ "$one" -gt 128 ] && [ "$one" -ne 137 ]; then
+    echo "$name died by signal $((one - 128)); its backtrace under cuda-gdb:"
+    timeout "$(limit 60)" cuda-gdb -q -batch -ex run -ex 'bt 30' \
+      --args "$tests/nmkit_test_cuda" --gtest_filter="$name" 2>&1 | tee -a "$out/device_tests.log" |
+      grep -E '^#|signal|Thread|received' | head -n 80
+  fi
+  [ "$one" -ne 0 ] && { echo "FAILED: $name (exit $one)"; rc=1; }
+done
+rm -f "$out/one_test.log"
 record "device tests (INT8 exact, slid 6:8 exact, E4M3 bound, errors)" "$rc" $((SECONDS - start))
 
 step "2. SASS checks"
@@ -127,6 +148,12 @@ timed "SASS: sparse MMA, no local memory" 45 bash tests/cuda/sass_check.sh "$(co
 step "3. timings"
 timed "timings" 200 bash -c 'stdbuf -oL "$1" | tee "$2"; exit "${PIPESTATUS[0]}"' _ "$tests/nmkit_cuda_bench" \
   "$out/timings.log"
+bench_rc=$?
+if [ "$bench_rc" -gt 128 ] && [ "$bench_rc" -ne 137 ]; then
+  echo "the timings died by signal $((bench_rc - 128)); their backtrace under cuda-gdb:"
+  timeout "$(limit 90)" cuda-gdb -q -batch -ex run -ex 'bt 30' --args "$tests/nmkit_cuda_bench" 2>&1 |
+    grep -E '^#|signal|Thread|received' | head -n 80
+fi
 
 step "4. compute-sanitizer memcheck"
 timed "memcheck (dense, slid on CUTLASS and cuSPARSELt, errors)" 90 compute-sanitizer --tool memcheck \
