@@ -12,10 +12,18 @@
 
 #include "quant/quant_rules.h"
 
+// Device code keeps the group's codes in registers only if its loops unroll; the host compiler
+// knows no such pragma.
+#ifdef __CUDACC__
+#define NMKIT_ROWS_UNROLL _Pragma("unroll")
+#else
+#define NMKIT_ROWS_UNROLL
+#endif
+
 namespace nmkit::cuda {
 
 // The shape of one row's codes.
-struct LiftRows {
+struct LiftRows {  // a row's inputs and codes fit in 32 bits
   int64_t K = 0;          // real inputs per row
   int64_t cols = 0;       // codes per row, a multiple of 4; zeros from `real` on
   int64_t real = 0;       // K'_raw (lifting) or K (plain): columns that may hold a code
@@ -49,7 +57,10 @@ NMKIT_HOST_DEVICE uint32_t code_word(const Src* row, const LiftRows& shape, quan
                                      int64_t t) {
   const int64_t j0 = 4 * t;
   if (j0 >= shape.real || scale.inv == 0.0f) return 0;  // inv is 0 only for an all-zero row
-  const int64_t i0 = quant_rules::lifted_source(j0, shape.in_group, shape.out_group);
+  // 32-bit indices: a row's columns fit (LiftRows), and 64-bit divisions are calls on the GPU,
+  // around which ptxas spilled registers.
+  const int64_t i0 = quant_rules::lifted_source(static_cast<uint32_t>(j0), static_cast<uint32_t>(shape.in_group),
+                                                static_cast<uint32_t>(shape.out_group));
   uint32_t word = 0;
   for (int l = 0; l < 4; ++l) {
     const int64_t i = i0 + l;
@@ -59,6 +70,38 @@ NMKIT_HOST_DEVICE uint32_t code_word(const Src* row, const LiftRows& shape, quan
     }
   }
   return word;
+}
+
+// The group path (docs/design.md 14): a group of kIn = in_group inputs gives kIn / 2 - 1 lifting
+// windows (one word each: window w holds the codes of inputs 2w .. 2w + 3), so each input is
+// converted and scaled once instead of once per window that holds it (1.5 times for 6:8), and a
+// thread reads its group with vector loads. Plain quantization and a 2:4 lift are kIn = 4.
+template <int kIn>
+NMKIT_HOST_DEVICE constexpr bool group_path_fits(const LiftRows& shape) {
+  return shape.in_group == kIn && shape.out_group == 2 * kIn - 4;
+}
+
+// Groups [0, whole_groups) lie inside K and below `real`; words from whole_groups * (kIn / 2 - 1)
+// on are code_word's.
+template <int kIn>
+NMKIT_HOST_DEVICE int64_t whole_groups(const LiftRows& shape) {
+  const int64_t by_inputs = shape.K / kIn, by_outputs = shape.real / (2 * kIn - 4);
+  return by_inputs < by_outputs ? by_inputs : by_outputs;
+}
+
+// The words of a whole group from its kIn inputs `in`, of a finite row: the same codes as
+// code_word of those words.
+template <int kIn, class Src>
+NMKIT_HOST_DEVICE void group_words(const Src* in, bool e4m3, quant_rules::RowScale scale, uint32_t* words) {
+  uint32_t codes[kIn];
+  NMKIT_ROWS_UNROLL
+  for (int l = 0; l < kIn; ++l) {
+    codes[l] = scale.inv == 0.0f ? 0u : quant_rules::code_of(e4m3, to_f32(in[l]) * scale.inv);
+  }
+  NMKIT_ROWS_UNROLL
+  for (int w = 0; w < kIn / 2 - 1; ++w) {
+    words[w] = codes[2 * w] | codes[2 * w + 1] << 8 | codes[2 * w + 2] << 16 | codes[2 * w + 3] << 24;
+  }
 }
 
 }  // namespace nmkit::cuda

@@ -74,9 +74,11 @@ NMKIT_HOST_DEVICE inline RowScale row_scale(float absmax, float qmax) {
 
 // Lifting's index map (docs/design.md 5): the input column of output column j, relative to the row
 // start, continuing the group pattern past K'_raw (those inputs lie past K_pad and read as zero).
-// in_group = 2N, out_group = 4(N-1); a 2:4 "lift" (N = 2) is the identity.
-NMKIT_HOST_DEVICE inline int64_t lifted_source(int64_t j, int64_t in_group, int64_t out_group) {
-  const int64_t within = j % out_group;
+// in_group = 2N, out_group = 4(N-1); a 2:4 "lift" (N = 2) is the identity. I: int64_t, or uint32_t
+// where a row's columns fit (the GPU's 64-bit divisions are calls).
+template <class I>
+NMKIT_HOST_DEVICE inline I lifted_source(I j, I in_group, I out_group) {
+  const I within = j % out_group;
   return (j / out_group) * in_group + 2 * (within / 4) + within % 4;
 }
 

@@ -1,7 +1,8 @@
 // The CUDA quantize + lift kernel's row code (src/cuda/quant_lift_rows.h), built for the host, against
 // the CPU quantizer (every ISA tier, through NMKIT_ISA) and the scalar reference, byte for byte:
-// codes and scales, INT8 and E4M3, f32 and bf16 rows, plain and lifted (2:4, 4:6, 6:8, 14:16), on
-// awkward K, all-zero rows, rows whose inv is infinite, and values on rounding ties.
+// codes and scales, INT8 and E4M3, f32 and bf16 rows, plain and lifted (2:4, 4:6, 6:8, 14:16), by
+// 4-byte words and by the group path (plain, 2:4 and 6:8), on awkward K, all-zero rows, rows whose
+// inv is infinite, and values on rounding ties.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -16,10 +17,24 @@
 namespace nmkit {
 namespace {
 
-// The kernel's work for one row, done by `lanes` simulated threads in turn, as the block does it.
+// The words [0, group_words * whole_groups) of a row by the kernel's group path (kIn inputs a group).
+template <int kIn, class Src>
+int64_t group_path_on_host(const Src* row, const cuda::LiftRows& shape, quant_rules::RowScale scale, uint8_t* out) {
+  constexpr int kWords = kIn / 2 - 1;
+  const int64_t groups = cuda::whole_groups<kIn>(shape);
+  for (int64_t g = 0; g < groups; ++g) {
+    uint32_t words[kWords];
+    cuda::group_words<kIn>(row + g * kIn, shape.e4m3, scale, words);
+    std::memcpy(out + 4 * g * kWords, words, sizeof(words));
+  }
+  return groups * kWords;
+}
+
+// The kernel's work for one row, done by `lanes` simulated threads in turn, as the block does it;
+// with `groups`, the group path where the pattern has one (the kernel takes it for aligned rows).
 template <class Src>
-void gpu_rows_on_host(const Src* x, int64_t M, const cuda::LiftRows& shape, int lanes, std::vector<uint8_t>& codes,
-                      std::vector<float>& scales) {
+void gpu_rows_on_host(const Src* x, int64_t M, const cuda::LiftRows& shape, int lanes, bool groups,
+                      std::vector<uint8_t>& codes, std::vector<float>& scales) {
   codes.assign(static_cast<size_t>(M * shape.cols), 0xAA);  // poison: every byte must be written
   scales.assign(static_cast<size_t>(M), -1.0f);
   for (int64_t m = 0; m < M; ++m) {
@@ -29,7 +44,11 @@ void gpu_rows_on_host(const Src* x, int64_t M, const cuda::LiftRows& shape, int 
     ASSERT_LT(bits, 0x7F800000u);
     const auto scale = quant_rules::row_scale(quant_rules::float_of(bits), shape.e4m3 ? 448.0f : 127.0f);
     scales[static_cast<size_t>(m)] = scale.scale;
-    for (int64_t t = 0; t < shape.cols / 4; ++t) {
+    uint8_t* out = codes.data() + m * shape.cols;
+    int64_t first_word = 0;
+    if (groups && cuda::group_path_fits<8>(shape)) first_word = group_path_on_host<8>(row, shape, scale, out);
+    if (groups && cuda::group_path_fits<4>(shape)) first_word = group_path_on_host<4>(row, shape, scale, out);
+    for (int64_t t = first_word; t < shape.cols / 4; ++t) {
       const uint32_t word = cuda::code_word(row, shape, scale, t);
       std::memcpy(codes.data() + m * shape.cols + 4 * t, &word, 4);
     }
@@ -88,13 +107,14 @@ TEST(QuantLiftHost, MatchesCpuQuantizerByteForByte) {
           const Quantized ref = ref_quantize(x.view(), type, geometry ? &*geometry : nullptr);
           const int64_t cols = cpu->codes.cols();
           shape.cols = (cols + 3) / 4 * 4;  // the kernel writes whole words; the extra ones are zero
-          for (const int lanes : {1, 7, 256}) {
+          for (const auto& [lanes, groups] : {std::pair{1, false}, {7, true}, {256, false}, {256, true}}) {
+            SCOPED_TRACE(groups ? "group path" : "words");
             std::vector<uint8_t> codes;
             std::vector<float> scales;
             if (dtype == DType::F32) {
-              gpu_rows_on_host(x.as<float>(), 6, shape, lanes, codes, scales);
+              gpu_rows_on_host(x.as<float>(), 6, shape, lanes, groups, codes, scales);
             } else {
-              gpu_rows_on_host(x.as<uint16_t>(), 6, shape, lanes, codes, scales);
+              gpu_rows_on_host(x.as<uint16_t>(), 6, shape, lanes, groups, codes, scales);
             }
             for (int64_t m = 0; m < 6; ++m) {
               ASSERT_EQ(0, std::memcmp(&scales[static_cast<size_t>(m)], cpu->scales.as<float>() + m, 4)) << "row " << m;
