@@ -1,86 +1,14 @@
-// cuSPARSELt loaded at run time (library_gemm.h): the entry points through dlsym into one table,
-// typed from the header of the version nmkit builds against (0.10.0), so a library that lacks one
-// fails load() with its name rather than at the first call.
-#include <cusparseLt.h>
-#include <dlfcn.h>
-
-#include <cstdlib>
+// CusparseLtGemm (library_gemm.h): one 2:4 weight compressed by cuSPARSELt on the device, and a
+// plan per token count, through the run-time loaded library (cusparselt_api.h).
 #include <map>
-#include <mutex>
-#include <optional>
 #include <string>
-#include <vector>
 
 #include "cuda/cuda_status.h"
+#include "cuda/cusparselt_api.h"
 #include "cuda/library_gemm.h"
-
-#ifndef NMKIT_CUSPARSELT_FALLBACK
-#define NMKIT_CUSPARSELT_FALLBACK ""
-#endif
 
 namespace nmkit::cuda {
 namespace {
-
-#define NMKIT_CUSPARSELT_ENTRY_POINTS(X)                                                             \
-  X(cusparseLtInit) X(cusparseLtDestroy) X(cusparseLtDenseDescriptorInit)                          \
-  X(cusparseLtStructuredDescriptorInit) X(cusparseLtMatDescriptorDestroy)                          \
-  X(cusparseLtMatmulDescriptorInit) X(cusparseLtMatmulAlgSelectionInit)                            \
-  X(cusparseLtMatmulAlgSelectionDestroy) X(cusparseLtMatmulPlanInit) X(cusparseLtMatmulPlanDestroy) \
-  X(cusparseLtMatmulGetWorkspace) X(cusparseLtMatmul) X(cusparseLtSpMMACompressedSize)             \
-  X(cusparseLtSpMMACompress) X(cusparseLtGetErrorName) X(cusparseLtMatmulSearch)                  \
-  X(cusparseLtMatmulAlgGetAttribute)
-
-struct Api {
-#define NMKIT_DECLARE(name) decltype(&::name) name = nullptr;
-  NMKIT_CUSPARSELT_ENTRY_POINTS(NMKIT_DECLARE)
-#undef NMKIT_DECLARE
-  std::string path;
-};
-
-Result<const Api*> api() {
-  static std::once_flag once;
-  static Api table;
-  static std::optional<Error> failure;
-  std::call_once(once, [] {
-    std::vector<std::string> candidates;
-    if (const char* env = std::getenv("NMKIT_CUSPARSELT"); env != nullptr && *env != '\0') {
-      candidates.emplace_back(env);
-    } else {
-      candidates = {"libcusparseLt.so.0", NMKIT_CUSPARSELT_FALLBACK};
-    }
-    void* lib = nullptr;
-    std::string tried;
-    for (const std::string& path : candidates) {
-      if (path.empty()) continue;
-      lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (lib != nullptr) {
-        table.path = path;
-        break;
-      }
-      tried += (tried.empty() ? "" : "; ") + std::string(dlerror());
-    }
-    if (lib == nullptr) {
-      failure = Error(ErrorCode::NotFound, "cuSPARSELt: cannot load libcusparseLt.so.0 (" + tried +
-                                               "); set NMKIT_CUSPARSELT to its path");
-      return;
-    }
-#define NMKIT_RESOLVE(name)                                                                        \
-  table.name = reinterpret_cast<decltype(&::name)>(dlsym(lib, #name));                             \
-  if (table.name == nullptr && !failure) {                                                         \
-    failure = Error(ErrorCode::Unsupported, "cuSPARSELt: " + table.path + " has no " #name);       \
-  }
-    NMKIT_CUSPARSELT_ENTRY_POINTS(NMKIT_RESOLVE)
-#undef NMKIT_RESOLVE
-  });
-  if (failure) return *failure;
-  return &table;
-}
-
-Status sparselt_status(const Api& lt, cusparseStatus_t status, const char* what) {
-  if (status == CUSPARSE_STATUS_SUCCESS) return ok_status();
-  return Error(ErrorCode::Unsupported, std::string("cuSPARSELt: ") + what + ": " + lt.cusparseLtGetErrorName(status));
-}
-#define NMKIT_LT_TRY(call) NMKIT_TRY(sparselt_status(*lt, lt->call, #call))
 
 // Bytes after the compressed weight that a kernel may read: more than one tile's values and
 // metadata of the largest sparse INT8 / E4M3 tile (256 x 256 x 256).
@@ -91,14 +19,14 @@ constexpr size_t kCompressedSlack = size_t{256} << 10;
 // Descriptors and plans of one weight: A (the 2:4 weight, rows x K row-major), and per token count
 // B (X codes: K x tokens column-major) and C = D (rows x tokens column-major, i.e. Y's layout).
 struct CusparseLtGemm::State {
-  const Api* lt = nullptr;
+  const CusparseLtApi* lt = nullptr;
   cusparseLtHandle_t handle{};
   bool handle_ready = false;
   int64_t rows = 0, K = 0;
   bool e4m3 = false, search = false;
   void* compressed = nullptr;
   struct Plan {
-    const Api* lt = nullptr;
+    const CusparseLtApi* lt = nullptr;
     cusparseLtMatDescriptor_t a{}, b{}, d{};
     cusparseLtMatmulDescriptor_t matmul{};
     cusparseLtMatmulAlgSelection_t selection{};
@@ -173,16 +101,16 @@ struct CusparseLtGemm::State {
 };
 
 Result<std::string> CusparseLtGemm::load() {
-  auto lt = api();
+  auto lt = cusparselt_api();
   if (!lt.ok()) return lt.error();
   return (*lt)->path;
 }
 
 Result<std::unique_ptr<CusparseLtGemm>> CusparseLtGemm::make(const void* dense_w, int64_t rows, int64_t K, bool e4m3,
                                                              bool search, cudaStream_t stream) {
-  auto loaded = api();
+  auto loaded = cusparselt_api();
   if (!loaded.ok()) return loaded.error();
-  const Api* lt = *loaded;
+  const CusparseLtApi* lt = *loaded;
   std::unique_ptr<CusparseLtGemm> gemm(new CusparseLtGemm());
   gemm->state_ = std::make_unique<State>();
   State& s = *gemm->state_;
@@ -217,7 +145,7 @@ CusparseLtGemm::~CusparseLtGemm() = default;
 
 Status CusparseLtGemm::run(int64_t tokens, const void* x, void* acc, cudaStream_t stream) {
   State& s = *state_;
-  const Api* lt = s.lt;
+  const CusparseLtApi* lt = s.lt;
   const float alpha = 1.0f, beta = 0.0f;  // the scales follow in epilogue.cu
   auto& plan = s.plans[tokens];
   if (plan == nullptr) {
