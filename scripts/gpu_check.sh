@@ -10,7 +10,8 @@
 #   3. the timings (bench/cuda/cuda_linear_bench.cc): GEMM only and whole layer calls, cuBLASLt dense
 #      vs CUTLASS (each tile) and cuSPARSELt on 2:4 and slid 6:8, N = K = 4096, 8192, M = 16 ... 8192,
 #      INT8 and E4M3, effective TOPS against the dense peak, the algorithms the libraries' searches
-#      chose; quantize + lift vs plain quantization; the issue's targets, MET or MISSED;
+#      chose; quantize + lift vs plain quantization; the issue's targets, MET or MISSED; then
+#      cuSPARSELt's INT8 2:4 in its other layouts and output types (bench/cuda/cusparselt_layouts.cc);
 #   4. compute-sanitizer memcheck on the small dense, slid (CUTLASS and cuSPARSELt) and error cases.
 #
 # The machine has no network: what it lacks travels with the working tree. Prepare here (make test
@@ -23,9 +24,9 @@
 # its own time limit (the build's GPU_CHECK_BUILD_S, default 240 s) and the whole script a budget
 # (GPU_CHECK_BUDGET_S, default 390 s): a step that would pass the budget gets what is left, and the
 # summary is printed in time. The log is $OUT/gpu_check.log (build-gpu/gpu_check.log without $OUT),
-# the device tests' whole output $OUT/device_tests.log, the timings also $OUT/timings.log; the last
-# lines printed are the targets and the summary. cuSPARSELt's library is the one in the image's Python packages
-# (nvidia-cusparselt-cu13), or NMKIT_CUSPARSELT.
+# the device tests' whole output $OUT/device_tests.log, the timings also $OUT/timings.log and
+# $OUT/layouts.log; the last lines printed are the targets and the summary. cuSPARSELt's library is
+# the one in the image's Python packages (nvidia-cusparselt-cu13), or NMKIT_CUSPARSELT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-build-gpu}
@@ -102,7 +103,7 @@ export -f configure_and_build
 export build deps out
 timeout "$(limit "${GPU_CHECK_BUILD_S:-240}")" bash -c 'configure_and_build "$@"' _ "${generator[@]}"
 rc=$?
-for binary in nmkit_test_cuda nmkit_test_cuda_oracle nmkit_cuda_bench; do
+for binary in nmkit_test_cuda nmkit_test_cuda_oracle nmkit_cuda_bench nmkit_cusparselt_layouts; do
   [ -f "$build/tests_cuda/$binary" ] || { [ "$rc" -eq 0 ] && rc=1; }
 done
 [ "$rc" -ne 0 ] && tail -n 30 "$out/configure.log"
@@ -154,6 +155,10 @@ if [ "$bench_rc" -gt 128 ] && [ "$bench_rc" -ne 137 ]; then
   timeout "$(limit 90)" cuda-gdb -q -batch -ex run -ex 'bt 30' --args "$tests/nmkit_cuda_bench" 2>&1 |
     grep -E '^#|signal|Thread|received' | head -n 80
 fi
+
+step "3b. cuSPARSELt's other layouts and output types"
+timed "cuSPARSELt layouts" 90 bash -c 'stdbuf -oL "$1" | tee "$2"; exit "${PIPESTATUS[0]}"' _ \
+  "$tests/nmkit_cusparselt_layouts" "$out/layouts.log"
 
 step "4. compute-sanitizer memcheck"
 timed "memcheck (dense, slid on CUTLASS and cuSPARSELt, errors)" 90 compute-sanitizer --tool memcheck \
