@@ -12,7 +12,8 @@
 #      INT8 and E4M3, effective TOPS against the dense peak, the algorithms the libraries' searches
 #      chose; quantize + lift vs plain quantization; the issue's targets, MET or MISSED; then
 #      cuSPARSELt's INT8 2:4 in its other layouts and output types (bench/cuda/cusparselt_layouts.cc);
-#   4. compute-sanitizer memcheck on the small dense, slid (CUTLASS and cuSPARSELt) and error cases.
+#   4. compute-sanitizer memcheck on the small dense, slid (CUTLASS and cuSPARSELt) and error cases;
+#   5. the Python module nmkit._cuda (python/src/cuda) on torch CUDA tensors: tests/python/test_cuda.py.
 #
 # The machine has no network: what it lacks travels with the working tree. Prepare here (make test
 # does it: scripts/setup.sh runs scripts/setup_cuda.sh), then call the device tool from the checkout
@@ -95,7 +96,8 @@ generator=()  # Ninja where it is there, unless a build folder already chose
 start=$SECONDS
 configure_and_build() {  # GENERATOR_ARGS...: the configure log to $out, the build's last lines here
   cmake -S tests/cuda/gpu_check -B "$build" "$@" -DCMAKE_BUILD_TYPE=Release -DNMKIT_CUDA_DEPS="$deps" \
-    -DGTEST_SOURCE="$deps/googletest" -DNMKIT_CUDA_EXTRA_TILES=ON >"$out/configure.log" 2>&1 &&
+    -DGTEST_SOURCE="$deps/googletest" -DNMKIT_CUDA_EXTRA_TILES=ON -DPython_EXECUTABLE="$(command -v python3)" \
+    >"$out/configure.log" 2>&1 &&
     cmake --build "$build" -j "$(nproc)" 2>&1 | grep -v '^\[' | grep -iv advisory | tail -n 40
   return "${PIPESTATUS[0]}"
 }
@@ -164,6 +166,21 @@ step "4. compute-sanitizer memcheck"
 timed "memcheck (dense, slid on CUTLASS and cuSPARSELt, errors)" 90 compute-sanitizer --tool memcheck \
   --error-exitcode 1 "$tests/nmkit_test_cuda" \
   --gtest_filter='CudaLinear.Int8Dense*:CudaLinear.Slid68*:CudaLinear.NonFinite*' --gtest_brief=1
+
+step "5. Python: nmkit._cuda on torch CUDA tensors"
+if ls "$build"/python/nmkit/_cuda*.so >/dev/null 2>&1; then
+  timed "Python (tests/python/test_cuda.py)" 120 bash -c 'PYTHONPATH="$1" python3 -m pytest -q -rs \
+    -p no:cacheprovider tests/python/test_cuda.py >"$2" 2>&1; rc=$?; tail -n 25 "$2"; exit "$rc"' _ \
+    "$build/python" "$out/python_tests.log"
+  # Only the CPU oracle's check may skip here (no nmkit._nmkit on this machine).
+  if grep '^SKIPPED' "$out/python_tests.log" | grep -v 'nmkit._nmkit is not built here'; then
+    echo "a GPU test of tests/python/test_cuda.py was skipped on a GPU machine"
+    record "Python tests ran on the GPU" 1 0
+  fi
+else
+  echo "nmkit._cuda was not built (Python's headers or nanobind missing: $out/configure.log)"
+  record "Python module built" 1 0
+fi
 
 echo
 echo "== targets (from the timings)"

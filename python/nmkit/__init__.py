@@ -22,6 +22,13 @@ from ._nmkit import (Compressed, ErrorCode, LinearReport, Model, PerplexityResul
                      load_safetensors, pack_model, prune, prune_model, quantize, save_safetensors, slide, thread_count)
 from ._nmkit import _inspect_json
 
+# The GPU path (nmkit._cuda, built where nvcc was): absent without it, and unusable where the CUDA
+# runtime libraries it links are not on the loader's path; CPU users never need it.
+try:
+    from ._cuda import CudaSparseLinear, cuda_device_count
+except ImportError:
+    pass
+
 
 def inspect(path: str | _os.PathLike) -> list[dict[str, Any]]:
     """The rows `nmkit inspect PATH --json` prints, one dict per tensor of a safetensors or GGUF file:
@@ -38,3 +45,5 @@ __all__ = [
     "decompress", "inspect", "lift", "load_safetensors", "pack_model", "prune", "prune_model", "quantize",
     "save_safetensors", "slide", "thread_count",
 ]
+if "CudaSparseLinear" in globals():
+    __all__ += ["CudaSparseLinear", "cuda_device_count"]

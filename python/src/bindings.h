@@ -43,6 +43,8 @@ T unwrap(Result<T>&& result) {
 }
 // An argument the binding itself refuses (a Python-side mistake: unknown option, wrong rank).
 [[noreturn]] void raise_argument(const std::string& message);
+// nmkit.ErrorCode into `m`, unless a module loaded before bound it (_nmkit and _cuda both call this).
+void bind_error_code(nb::module_& m);
 void register_error_translator();
 
 // --- Arrays -------------------------------------------------------------------------------------

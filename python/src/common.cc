@@ -69,6 +69,21 @@ nb::object export_array(const TensorView& view, nb::handle owner, Framework fram
 
 void raise_argument(const std::string& message) { raise(Error(ErrorCode::InvalidArgument, message)); }
 
+void bind_error_code(nb::module_& m) {
+  if (nb::type<ErrorCode>().is_valid()) return;  // bound by the other module of the package
+  nb::enum_<ErrorCode>(m, "ErrorCode", "What went wrong, for callers that branch on it (nmkit.Error.code).")
+      .value("Unspecified", ErrorCode::Unspecified)
+      .value("InvalidArgument", ErrorCode::InvalidArgument)
+      .value("InvalidFile", ErrorCode::InvalidFile)
+      .value("InvalidValue", ErrorCode::InvalidValue)
+      .value("Unsupported", ErrorCode::Unsupported)
+      .value("NotFound", ErrorCode::NotFound)
+      .value("Io", ErrorCode::Io)
+      .value("SameFile", ErrorCode::SameFile)
+      .value("Limit", ErrorCode::Limit)
+      .value("Cancelled", ErrorCode::Cancelled);
+}
+
 void register_error_translator() {
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {

@@ -12,17 +12,7 @@ void bind_model(nb::module_& m);
 NB_MODULE(_nmkit, m) {
   using namespace nmkit;
   m.doc() = "nmkit's C++ library (N:M structured sparsity of LLM weights), bound with nanobind.";
-  nb::enum_<ErrorCode>(m, "ErrorCode", "What went wrong, for callers that branch on it (nmkit.Error.code).")
-      .value("Unspecified", ErrorCode::Unspecified)
-      .value("InvalidArgument", ErrorCode::InvalidArgument)
-      .value("InvalidFile", ErrorCode::InvalidFile)
-      .value("InvalidValue", ErrorCode::InvalidValue)
-      .value("Unsupported", ErrorCode::Unsupported)
-      .value("NotFound", ErrorCode::NotFound)
-      .value("Io", ErrorCode::Io)
-      .value("SameFile", ErrorCode::SameFile)
-      .value("Limit", ErrorCode::Limit)
-      .value("Cancelled", ErrorCode::Cancelled);
+  python::bind_error_code(m);
   python::register_error_translator();
   python::bind_ops(m);
   python::bind_linear(m);
