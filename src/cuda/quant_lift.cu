@@ -29,10 +29,7 @@ __device__ uint32_t thread_abs_bits_max(const Src* row, int64_t K) {
     }
     tail = vectors * kPerVector;
   }
-  for (int64_t k = tail + threadIdx.x; k < K; k += kThreads) {
-    max = abs_f32_bits(row[k]) > max ? abs_f32_bits(row[k]) : max;
-  }
-  return max;
+  return lane_abs_bits_max(row, tail, K, static_cast<int>(threadIdx.x), kThreads, max);
 }
 
 // kIn inputs from a 16-byte aligned row (kIn * sizeof(Src) is 8 bytes or a multiple of 16).
@@ -52,9 +49,8 @@ __device__ void load_group(const Src* in, Src (&v)[kIn]) {
   }
 }
 
-// kIn: the group path's group size (rows 16-byte aligned: pass 1 reads vectors too), or 0 for
-// words only and scalar reads (the fallback; vectors there made ptxas spill around the calls of
-// the 64-bit divisions in code_word on sm_90).
+// kIn: the group path's group size (rows 16-byte aligned: pass 1 reads vectors too), or 0 for the
+// word path with scalar reads (rows not 16-byte aligned, patterns without a group path).
 template <int kIn, class Src>
 __global__ void __launch_bounds__(kThreads) quant_lift_kernel(const Src* x, int64_t x_stride, LiftRows shape,
                                                                uint8_t* codes, int64_t codes_stride, float* scales,

@@ -38,13 +38,14 @@ NMKIT_HOST_DEVICE inline uint32_t abs_f32_bits(uint16_t bf16) { return (static_c
 NMKIT_HOST_DEVICE inline float to_f32(float x) { return x; }
 NMKIT_HOST_DEVICE inline float to_f32(uint16_t bf16) { return quant_rules::float_of(static_cast<uint32_t>(bf16) << 16); }
 
-// The largest |x| bits among this lane's elements (k = lane, lane + lanes, ...). Unsigned order of
-// these bits is the order of magnitudes, with infinities and NaN (>= 0x7F800000) above every finite
-// value, so the row maximum also says whether the row is finite.
+// The largest |x| bits among this lane's elements (k = begin + lane, begin + lane + lanes, ... below
+// K; the kernel's group path reads [0, begin) as vectors first). Unsigned order of these bits is the
+// order of magnitudes, with infinities and NaN (>= 0x7F800000) above every finite value, so the row
+// maximum also says whether the row is finite.
 template <class Src>
-NMKIT_HOST_DEVICE uint32_t lane_abs_bits_max(const Src* row, int64_t K, int lane, int lanes) {
-  uint32_t max = 0;
-  for (int64_t k = lane; k < K; k += lanes) {
+NMKIT_HOST_DEVICE uint32_t lane_abs_bits_max(const Src* row, int64_t begin, int64_t K, int lane, int lanes,
+                                             uint32_t max = 0) {
+  for (int64_t k = begin + lane; k < K; k += lanes) {
     const uint32_t bits = abs_f32_bits(row[k]);
     max = bits > max ? bits : max;
   }

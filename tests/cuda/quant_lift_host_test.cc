@@ -40,7 +40,7 @@ void gpu_rows_on_host(const Src* x, int64_t M, const cuda::LiftRows& shape, int 
   for (int64_t m = 0; m < M; ++m) {
     const Src* row = x + m * shape.K;
     uint32_t bits = 0;
-    for (int lane = 0; lane < lanes; ++lane) bits = std::max(bits, cuda::lane_abs_bits_max(row, shape.K, lane, lanes));
+    for (int lane = 0; lane < lanes; ++lane) bits = std::max(bits, cuda::lane_abs_bits_max(row, 0, shape.K, lane, lanes));
     ASSERT_LT(bits, 0x7F800000u);
     const auto scale = quant_rules::row_scale(quant_rules::float_of(bits), shape.e4m3 ? 448.0f : 127.0f);
     scales[static_cast<size_t>(m)] = scale.scale;
