@@ -58,6 +58,27 @@ def test_oracle_is_the_cpu_int8_rule(fmt):
     assert same_bits(lin(x), oracle(x, w, bias))
 
 
+def test_arguments_are_checked_before_the_device():
+    """What is wrong with the arguments is said with or without a GPU (CI runs this)."""
+    rng = np.random.default_rng(SEED)
+    w = weight(16, 40, "sparse24", rng)
+    with pytest.raises(Error, match="2:4"):
+        cuda_module.CudaSparseLinear(rng.standard_normal((8, 16)).astype(np.float32), format="sparse24")
+    with pytest.raises(Error, match="format"):
+        cuda_module.CudaSparseLinear(w, format="nm")
+    with pytest.raises(Error, match="int8 or e4m3"):
+        cuda_module.CudaSparseLinear(w, dtype="fp8")
+    with pytest.raises(Error, match="cudnn"):
+        cuda_module.CudaSparseLinear(w, backend="cudnn")
+    with pytest.raises(Error, match="pattern"):
+        cuda_module.CudaSparseLinear(w, format="slid", pattern="6-8")
+    with pytest.raises(Error, match="w"):
+        cuda_module.CudaSparseLinear(w[0], format="dense")  # one dimension
+    if cuda_module.cuda_device_count() == 0:
+        with pytest.raises(Error, match="no device"):
+            cuda_module.CudaSparseLinear(w)
+
+
 def torch_cuda():
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available() or cuda_module.cuda_device_count() == 0:
@@ -132,7 +153,3 @@ def test_errors_name_what_is_wrong():
         lin(torch.zeros((40, 2), device="cuda").t())
     with pytest.raises(Error, match="not accepted"):
         lin(torch.zeros((2, 40), device="cuda", dtype=torch.float16))
-    with pytest.raises(Error, match="2:4"):
-        cuda_module.CudaSparseLinear(rng.standard_normal((8, 16)).astype(np.float32), format="sparse24")
-    with pytest.raises(Error, match="format"):
-        cuda_module.CudaSparseLinear(w, format="nm")
