@@ -194,6 +194,13 @@ def item3_bench(tmp):
           and "F32" in r.stdout, f"exit {r.returncode}, calls {calls}")
     check("3: the other model is skipped with a note", "not the same model" in r.stderr and "n_ff" in r.stderr,
           r.stderr.strip())
+    # A model with no baseline file beside it: the table says nothing of llama.cpp, the note says why.
+    alone = os.path.join(tmp, "alone")
+    os.makedirs(os.path.join(alone, "sub"))
+    shutil.copy(model, os.path.join(alone, "sub", "tiny.gguf"))
+    r = nmkit("bench", "model", os.path.join(alone, "sub", "tiny.gguf"), *common[3:], cwd=tmp, env=env)
+    check("3: no baseline file: a note names how to make one", r.returncode == 0 and
+          "no llama.cpp baseline" in r.stderr and "--llamacpp-model" in r.stderr, r.stderr.strip())
     # The read probe beside every round (docs/design.md 13): held together, one probe per form and round.
     report = os.path.join(tmp, "bench.json")
     r = nmkit("bench", "model", model, "--rounds", "2", "--decode", "2", "--prefill", "4", "--no-llamacpp",

@@ -174,6 +174,12 @@ const bool bench_model_registered = register_command({
         if (!args->no_llamacpp && fs::exists(args->llama_bench)) {
           auto files = find_llamacpp_files(*source, args->llamacpp_models);
           if (!files.ok()) return report_error(files.error());
+          if (files->empty()) {  // say why the table has no llama.cpp rows
+            std::fprintf(stderr,
+                         "nmkit: note: no llama.cpp baseline: no *.F32/BF16/Q8_0.gguf of this model beside it or "
+                         "in the folder above (scripts/bench_models.sh models makes SmolLM2's; or pass "
+                         "--llamacpp-model FILE)\n");
+          }
           o.llama_bench = args->llama_bench;
           o.llamacpp_files = std::move(*files);
         } else if (!args->llamacpp_models.empty()) {
