@@ -83,11 +83,14 @@ struct OnednnFrom {
   int64_t nm_f32, nm_bf16, nm_bf16x, nm_int8;
   int64_t slid_int8, slid_int8_long_rows;
 };
+// A sparse weight's oneDNN call first decompresses its panels into scratch: a full pass that writes
+// the dense weight, so the sparse thresholds sit where the GEMM's compute repays it (docs/data.md,
+// "The plan's thresholds after one copy of each weight").
 constexpr OnednnFrom kOnednnFrom{
-    /*dense_f32=*/4, /*dense_bf16=*/8, /*dense_bf16x=*/12, /*dense_int8=*/4, /*dense_int8_long_rows=*/8,
-    /*sparse24_f32=*/64, /*sparse24_f32_short_rows=*/8, /*sparse24_bf16=*/64, /*sparse24_bf16x=*/8,
-    /*sparse24_int8=*/8,
-    /*nm_f32=*/4, /*nm_bf16=*/8, /*nm_bf16x=*/kNmBf16xPairsTokens, /*nm_int8=*/8,
+    /*dense_f32=*/16, /*dense_bf16=*/8, /*dense_bf16x=*/12, /*dense_int8=*/4, /*dense_int8_long_rows=*/8,
+    /*sparse24_f32=*/64, /*sparse24_f32_short_rows=*/8, /*sparse24_bf16=*/64, /*sparse24_bf16x=*/32,
+    /*sparse24_int8=*/16,
+    /*nm_f32=*/64, /*nm_bf16=*/64, /*nm_bf16x=*/kNmBf16xPairsTokens, /*nm_int8=*/16,
     /*slid_int8=*/4, /*slid_int8_long_rows=*/8,
 };
 // Rows of K at or above this count as long: for sparse24 f32 (token lanes lose to oneDNN below it

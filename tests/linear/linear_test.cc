@@ -640,7 +640,7 @@ TEST(Linear, ShortOnednnCallsOnSleepingWorkersRunOnOneThread) {
     bool one_thread;
   };
   uint64_t seed = 9100;
-  for (const Case& c : {Case{8, 40, 24, true}, Case{64, 100, 7, true}, Case{64, 512, 512, false}}) {
+  for (const Case& c : {Case{16, 40, 24, true}, Case{64, 100, 7, true}, Case{64, 512, 512, false}}) {
     ++seed;
     const Tensor w = pruned_weight(c.rows, c.K, {4, 4}, DType::F32, seed);
     const Tensor x = random_tensor(DType::F32, {c.M, c.K}, seed + 1);
