@@ -9,6 +9,7 @@ runs them on a lent GPU machine, where nmkit._cuda is built on its own (no nmkit
 import numpy as np
 import pytest
 
+from independent_prune import keep_mask
 from independent_slide import quantize_reference
 
 cuda_module = pytest.importorskip("nmkit._cuda", reason="built without NMKIT_CUDA")
@@ -27,17 +28,10 @@ def oracle(x, w, bias=None):
 
 
 def weight(rows, K, fmt, rng):
-    """A random weight that complies with the format's pattern (magnitude: the largest of each group)."""
+    """A random weight that complies with the format's pattern (magnitude, by the independent pruner)."""
     w = rng.standard_normal((rows, K)).astype(np.float32)
     keep, group = {"dense": (1, 1), "sparse24": (2, 4), "slid": (6, 8)}[fmt]
-    if keep < group:
-        padded = np.zeros((rows, -(-K // group) * group), np.float32)
-        padded[:, :K] = w
-        g = padded.reshape(rows, -1, group)
-        order = np.argsort(-np.abs(g), axis=2, kind="stable")
-        np.put_along_axis(g, order[:, :, keep:], 0, axis=2)
-        w = padded[:, :K].copy()
-    return w
+    return w if keep == group else np.where(keep_mask(w, keep, group, "magnitude"), w, np.float32(0))
 
 
 def same_bits(a, b):
