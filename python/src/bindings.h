@@ -59,6 +59,9 @@ struct ArrayIn {
   Framework framework = Framework::Numpy;
 };
 
+// The float dtypes a weight, bias or activation may come in.
+inline constexpr std::initializer_list<DType> kFloatDTypes = {DType::F32, DType::F16, DType::BF16};
+
 // Reads `object` (anything with the buffer protocol or __dlpack__: numpy arrays, torch CPU tensors)
 // without copying. Refused, as nmkit.Error naming `what`: a device other than the CPU, a layout that
 // is not C-contiguous, a dtype outside `accepted` (empty: any dtype nmkit knows), a rank other than

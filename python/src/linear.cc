@@ -12,8 +12,6 @@
 namespace nmkit::python {
 namespace {
 
-constexpr std::initializer_list<DType> kFloat = {DType::F32, DType::F16, DType::BF16};
-
 struct PyLinear {
   std::unique_ptr<SparseLinear> linear;
   std::string format;
@@ -30,7 +28,7 @@ void bind_linear(nb::module_& m) {
           "__init__",
           [](PyLinear* self, nb::handle w, const std::string& format, std::optional<std::string> dtype,
              std::optional<std::string> pattern, nb::handle bias) {
-            const ArrayIn weight = array_in(w, "w", kFloat, 2);
+            const ArrayIn weight = array_in(w, "w", kFloatDTypes, 2);
             const LinearFormat f = unwrap(parse_linear_format(format));
             // slid runs INT8 whatever the dtype (SparseLinear::slid); the default elsewhere is f32.
             const std::string d = dtype ? *dtype : (f == LinearFormat::Slid ? "int8" : "f32");
@@ -44,7 +42,7 @@ void bind_linear(nb::module_& m) {
             SparseLinear linear =
                 unwrap(LongCall().run([&] { return pack_linear(weight.view, weights, f, p, "w"); }));
             if (!bias.is_none()) {
-              const ArrayIn b = array_in(bias, "bias", kFloat, 1);
+              const ArrayIn b = array_in(bias, "bias", kFloatDTypes, 1);
               check(linear.set_bias(b.view));
             }
             new (self) PyLinear{std::make_unique<SparseLinear>(std::move(linear)), format, d};
@@ -60,7 +58,7 @@ bfloat16, activations too) or "int8" (per-row weights, per-token activations); d
       .def(
           "__call__",
           [](const PyLinear& self, nb::handle x) {
-            const ArrayIn in = array_in(x, "x", kFloat, 2);
+            const ArrayIn in = array_in(x, "x", kFloatDTypes, 2);
             Tensor y = Tensor::empty(DType::F32, {in.view.rows(), self.linear->rows()});
             check(LongCall().run([&] { return self.linear->apply(in.view, y.as<float>()); }));
             return array_out(std::move(y), in.framework);
@@ -93,7 +91,7 @@ in, numpy out; torch in, torch out. A NaN or infinity in x raises nmkit.Error na
           "_time_apply",
           [](const PyLinear& self, nb::handle x, int repeats) {
             // The C++ call alone, timed in C++ (bench/python_overhead.py compares lin(x) with it).
-            const ArrayIn in = array_in(x, "x", kFloat, 2);
+            const ArrayIn in = array_in(x, "x", kFloatDTypes, 2);
             std::vector<float> y(static_cast<size_t>(in.view.rows() * self.linear->rows()));
             std::vector<double> seconds;
             for (int i = 0; i < repeats; ++i) {

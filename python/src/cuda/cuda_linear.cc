@@ -14,8 +14,6 @@
 namespace nmkit::python {
 namespace {
 
-constexpr std::initializer_list<DType> kFloat = {DType::F32, DType::F16, DType::BF16};
-
 struct PyCudaLinear {
   std::optional<CudaSparseLinear> layer;
   std::string format;
@@ -28,17 +26,14 @@ QuantType quant_type_of(const std::string& name) {
   raise_argument("CudaSparseLinear: dtype must be int8 or e4m3, not " + name);
 }
 
-// x (a torch tensor, not requiring grad) on a CUDA device: a 2-D C-contiguous f32 or bf16 tensor on
-// the layer's device.
+// x (a torch tensor's array, not on the CPU) checked: a 2-D C-contiguous f32 or bf16 tensor on the
+// layer's CUDA device.
 struct DeviceIn {
-  nb::ndarray<nb::ro> array;
   DType dtype = DType::F32;
   int64_t M = 0;
 };
-DeviceIn device_in(nb::handle object, const PyCudaLinear& self) {
+DeviceIn device_in(const nb::ndarray<nb::ro>& a, const PyCudaLinear& self) {
   DeviceIn in;
-  if (!nb::try_cast(object, in.array, false)) raise_argument("x: expected a torch tensor");
-  const auto& a = in.array;
   if (a.device_type() != nb::device::cuda::value) raise_argument("x: neither in CPU memory nor on a CUDA device");
   if (a.ndim() != 2) raise_argument("x: expected 2 dimensions, got " + std::to_string(a.ndim()));
   if (a.device_id() != self.device) {
@@ -75,7 +70,7 @@ void bind_cuda(nb::module_& m) {
           "__init__",
           [](PyCudaLinear* self, nb::handle w, const std::string& format, std::optional<std::string> pattern,
              const std::string& dtype, const std::string& backend, nb::handle bias, int device, bool search) {
-            const ArrayIn weight = array_in(w, "w", kFloat, 2);
+            const ArrayIn weight = array_in(w, "w", kFloatDTypes, 2);
             CudaLinearOptions options;
             options.type = quant_type_of(dtype);
             options.backend = unwrap(cuda_backend_from_name(backend));
@@ -100,7 +95,7 @@ void bind_cuda(nb::module_& m) {
               }
             }
             if (!layer.ok()) raise(layer.error());
-            if (!bias.is_none()) check(layer->set_bias(array_in(bias, "bias", kFloat, 1).view));
+            if (!bias.is_none()) check(layer->set_bias(array_in(bias, "bias", kFloatDTypes, 1).view));
             new (self) PyCudaLinear{std::move(*layer), format, device};
           },
           nb::arg("w"), nb::arg("format") = "dense", nb::arg("pattern") = nb::none(), nb::arg("dtype") = "int8",
@@ -120,12 +115,13 @@ call and keep the fastest.)")
             // A tensor that requires grad refuses __dlpack__; its detached alias shares the memory.
             if (torch_in && nb::cast<bool>(source.attr("requires_grad"))) source = source.attr("detach")();
             // A CPU array (numpy or torch): through host memory, the result where x came from.
-            nb::ndarray<nb::ro> probe;
-            if (!torch_in || (nb::try_cast(source, probe, false) && probe.device_type() == nb::device::cpu::value)) {
-              const ArrayIn in = array_in(source, "x", kFloat, 2);
+            nb::ndarray<nb::ro> array;
+            if (torch_in && !nb::try_cast(source, array, false)) raise_argument("x: expected a torch tensor");
+            if (!torch_in || array.device_type() == nb::device::cpu::value) {
+              const ArrayIn in = array_in(source, "x", kFloatDTypes, 2);
               return array_out(unwrap(LongCall().run([&] { return self.layer->apply(in.view); })), in.framework);
             }
-            const DeviceIn in = device_in(source, self);
+            const DeviceIn in = device_in(array, self);
             // Y from torch's allocator on x's device, and the work on torch's current stream there.
             nb::module_ torch = nb::module_::import_("torch");
             nb::object y = torch.attr("empty")(in.M, self.layer->rows(), nb::arg("dtype") = torch.attr("float32"),
@@ -134,7 +130,7 @@ call and keep the fastest.)")
             const auto stream =
                 nb::cast<uintptr_t>(torch.attr("cuda").attr("current_stream")(source.attr("device")).attr("cuda_stream"));
             check(LongCall().run([&] {
-              return self.layer->apply_device(in.array.data(), in.dtype, in.M, reinterpret_cast<float*>(y_ptr),
+              return self.layer->apply_device(array.data(), in.dtype, in.M, reinterpret_cast<float*>(y_ptr),
                                               reinterpret_cast<void*>(stream));
             }));
             return y;
