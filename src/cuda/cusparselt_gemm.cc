@@ -69,8 +69,8 @@ struct CusparseLtGemm::State {
     return ok_status();
   }
 
-  // Workspace for the plan's current algorithm (kept when large enough), and its description.
-  Status finish_plan(Plan& p, const char* how) {
+  // Workspace for the plan's current algorithm (the one it has is kept when large enough).
+  Status reserve_workspace(Plan& p) {
     size_t bytes = 0;
     NMKIT_LT_TRY(cusparseLtMatmulGetWorkspace(&handle, &p.plan, &bytes));
     if (bytes > p.workspace_bytes) {
@@ -80,6 +80,12 @@ struct CusparseLtGemm::State {
       NMKIT_CUDA_TRY(cudaMalloc(&p.workspace, bytes));
       p.workspace_bytes = bytes;
     }
+    return ok_status();
+  }
+
+  // The workspace of the plan's final algorithm, and its description.
+  Status finish_plan(Plan& p, const char* how) {
+    NMKIT_TRY(reserve_workspace(p));
     int id = -1, max_id = -1, split_k = -1, split_mode = -1;
     lt->cusparseLtMatmulAlgGetAttribute(&handle, &p.selection, CUSPARSELT_MATMUL_ALG_CONFIG_ID, &id, sizeof(id));
     lt->cusparseLtMatmulAlgGetAttribute(&handle, &p.selection, CUSPARSELT_MATMUL_ALG_CONFIG_MAX_ID, &max_id,
@@ -157,7 +163,7 @@ Status CusparseLtGemm::run(int64_t tokens, const void* x, void* acc, cudaStream_
       // workspace is asked for again afterwards. The plan is not made again from the selection:
       // cuSPARSELt 0.8.0 crashed in cusparseLtMatmulPlanInit after a search (docs/design.md 14).
       // The default algorithm's workspace is there for the search's candidates.
-      NMKIT_TRY(s.finish_plan(*p, "default"));
+      NMKIT_TRY(s.reserve_workspace(*p));
       NMKIT_LT_TRY(cusparseLtMatmulSearch(&s.handle, &p->plan, &alpha, s.compressed, x, &beta, acc, acc,
                                           p->workspace, &stream, 1));
     }
