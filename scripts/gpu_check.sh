@@ -59,6 +59,15 @@ timed() {  # timed NAME LIMIT_S COMMAND...: runs, records, never stops the scrip
   record "$name" "$rc" $((SECONDS - start))
   return "$rc"
 }
+backtrace_after_signal() {  # RC LIMIT LOG COMMAND...: a run that died by a signal (not a time limit's
+  # kill) again under cuda-gdb; the whole output to LOG, the backtrace of the thread that got it here
+  [ "$1" -gt 128 ] && [ "$1" -ne 137 ] || return 0
+  local signal=$(($1 - 128)) lim=$2 log=$3
+  shift 3
+  echo "$(basename "$1") ${*:2} died by signal $signal; its backtrace under cuda-gdb:"
+  timeout "$(limit "$lim")" cuda-gdb -q -batch -ex run -ex 'bt 30' --args "$@" 2>&1 | tee -a "$log" |
+    grep -E '^#|signal|Thread|received' | head -n 80
+}
 finish() {
   echo
   echo "== summary ($(date -u +%T), log $log)"
@@ -133,12 +142,7 @@ for name in $("$tests/nmkit_test_cuda" --gtest_list_tests | awk '/^[^ ]/ {suite=
     echo "a device test was skipped on a GPU machine: $name"
     one=1
   fi
-  if [ "$one" -gt 128 ] && [ "$one" -ne 137 ]; then
-    echo "$name died by signal $((one - 128)); its backtrace under cuda-gdb:"
-    timeout "$(limit 60)" cuda-gdb -q -batch -ex run -ex 'bt 30' \
-      --args "$tests/nmkit_test_cuda" --gtest_filter="$name" 2>&1 | tee -a "$out/device_tests.log" |
-      grep -E '^#|signal|Thread|received' | head -n 80
-  fi
+  backtrace_after_signal "$one" 60 "$out/device_tests.log" "$tests/nmkit_test_cuda" --gtest_filter="$name"
   [ "$one" -ne 0 ] && { echo "FAILED: $name (exit $one)"; rc=1; }
 done
 rm -f "$out/one_test.log"
@@ -152,11 +156,7 @@ step "3. timings"
 timed "timings" 200 bash -c 'stdbuf -oL "$1" | tee "$2"; exit "${PIPESTATUS[0]}"' _ "$tests/nmkit_cuda_bench" \
   "$out/timings.log"
 bench_rc=$?
-if [ "$bench_rc" -gt 128 ] && [ "$bench_rc" -ne 137 ]; then
-  echo "the timings died by signal $((bench_rc - 128)); their backtrace under cuda-gdb:"
-  timeout "$(limit 90)" cuda-gdb -q -batch -ex run -ex 'bt 30' --args "$tests/nmkit_cuda_bench" 2>&1 |
-    grep -E '^#|signal|Thread|received' | head -n 80
-fi
+backtrace_after_signal "$bench_rc" 90 "$out/timings.log" "$tests/nmkit_cuda_bench"
 
 step "3b. cuSPARSELt's other layouts and output types"
 timed "cuSPARSELt layouts" 90 bash -c 'stdbuf -oL "$1" | tee "$2"; exit "${PIPESTATUS[0]}"' _ \
