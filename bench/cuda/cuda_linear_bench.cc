@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/cuda/gpu_timing.h"
 #include "cuda/cuda_layer.h"
 #include "cuda/quant_lift.h"
 #include "cuda/sparse_gemm.h"
@@ -32,16 +33,12 @@
 namespace nmkit {
 namespace {
 
+using bench_cuda::L2Flush;
+using bench_cuda::median;
 using cuda::SparseTile;
 
 const std::vector<int64_t> kTokens{16, 64, 256, 1024, 2048, 4096, 8192};
 constexpr int kGemmReps = 25, kLayerReps = 15;
-
-double median(std::vector<double> v) {
-  if (v.empty()) return -1;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Dense INT8 (and FP8) tensor-core operations per clock and multiprocessor: Hopper 8192, A100 4096,
 // Ada and GA10x 2048 (NVIDIA's datasheets: H100 SXM 1979 TOPS at 1830 MHz x 132 SMs).
@@ -49,15 +46,6 @@ double dense_peak_tops(int sm, int sms, double clock_ghz) {
   const double per_clock = sm >= 90 ? 8192 : sm == 80 ? 4096 : 2048;
   return per_clock * sms * clock_ghz * 1e-3;
 }
-
-// A 256 MiB write between timed GEMMs: more than any L2 (H100: 50 MB).
-struct L2Flush {
-  void* buffer = nullptr;
-  static constexpr size_t kBytes = size_t{256} << 20;
-  L2Flush() { cudaMalloc(&buffer, kBytes); }
-  ~L2Flush() { cudaFree(buffer); }
-  void run(cudaStream_t stream) const { cudaMemsetAsync(buffer, 0, kBytes, stream); }
-};
 
 struct Variant {
   std::string name;  // "dense", "cutlass 2:4", ...

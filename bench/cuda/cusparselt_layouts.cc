@@ -15,12 +15,16 @@
 #include <string>
 #include <vector>
 
+#include "bench/cuda/gpu_timing.h"
 #include "cuda/cuda_status.h"
 #include "cuda/cusparselt_api.h"
 #include "cuda/library_gemm.h"
 
 namespace nmkit::cuda {
 namespace {
+
+using bench_cuda::L2Flush;
+using bench_cuda::median;
 
 struct Config {
   const char* name;
@@ -35,26 +39,15 @@ const Config kConfigs[] = {
     {"A row, D row bf16", CUSPARSE_ORDER_ROW, CUSPARSE_ORDER_ROW, CUDA_R_16BF},
 };
 
-// A 256 MiB write between timed GEMMs: more than any L2.
-struct Scratch {
-  void* flush = nullptr;
-  ~Scratch() { cudaFree(flush); }
-};
-
-double median_ms(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? -1 : v[v.size() / 2];
-}
-
 template <class Call>
-double time_calls(Call call, void* flush) {
+double time_calls(Call call, const L2Flush& flush) {
   cudaEvent_t start, stop;
   cudaEventCreate(&start);
   cudaEventCreate(&stop);
   for (int i = 0; i < 3; ++i) call();
   std::vector<float> ms;
   for (int i = 0; i < 15; ++i) {
-    cudaMemsetAsync(flush, 0, size_t{256} << 20);
+    flush.run(nullptr);
     cudaEventRecord(start);
     const bool ok = call();
     cudaEventRecord(stop);
@@ -65,13 +58,13 @@ double time_calls(Call call, void* flush) {
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
-  return cudaGetLastError() == cudaSuccess ? median_ms(ms) : -1;
+  return cudaGetLastError() == cudaSuccess ? median(ms) : -1;
 }
 
 // One configuration: D (host, as float in [token][row] order) and the median ms; an error if the
 // library refuses it.
 Result<double> run_config(const Config& c, int64_t rows, int64_t K, int64_t M, const std::vector<int8_t>& w_rows,
-                          const void* dx, void* flush, std::vector<float>& d_out) {
+                          const void* dx, const L2Flush& flush, std::vector<float>& d_out) {
   auto loaded = cusparselt_api();
   if (!loaded.ok()) return loaded.error();
   const CusparseLtApi* lt = *loaded;
@@ -170,7 +163,7 @@ Result<double> run_config(const Config& c, int64_t rows, int64_t K, int64_t M, c
   return ms;
 }
 
-void run_shape(int64_t NK, int64_t M, void* flush) {
+void run_shape(int64_t NK, int64_t M, const L2Flush& flush) {
   const int64_t rows = NK, K = NK;
   std::mt19937 rng(static_cast<uint32_t>(NK + M));
   std::uniform_int_distribution<int> value(-127, 127), pair(0, 5);
@@ -229,11 +222,11 @@ int run() {
     std::printf("SKIP: %s\n", lt.error().message().c_str());
     return 0;
   }
-  Scratch scratch;
-  if (cudaMalloc(&scratch.flush, size_t{256} << 20) != cudaSuccess) return 1;
+  const L2Flush flush;
+  if (!flush.ok()) return 1;
   std::printf("cuSPARSELt INT8 2:4 configurations (GEMM only, median of 15, L2 evicted before each)\n");
   for (const int64_t NK : {int64_t{4096}, int64_t{8192}}) {
-    for (const int64_t M : {int64_t{32}, int64_t{2048}, int64_t{8192}}) run_shape(NK, M, scratch.flush);
+    for (const int64_t M : {int64_t{32}, int64_t{2048}, int64_t{8192}}) run_shape(NK, M, flush);
   }
   return 0;
 }
