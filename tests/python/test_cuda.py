@@ -66,8 +66,8 @@ def test_arguments_are_checked_before_the_device():
         cuda_module.CudaSparseLinear(w, backend="cudnn")
     with pytest.raises(Error, match="pattern"):
         cuda_module.CudaSparseLinear(w, format="slid", pattern="6-8")
-    with pytest.raises(Error, match="w"):
-        cuda_module.CudaSparseLinear(w[0], format="dense")  # one dimension
+    with pytest.raises(Error, match="w: expected 2 dimensions"):
+        cuda_module.CudaSparseLinear(w[0], format="dense")
     if cuda_module.cuda_device_count() == 0:
         with pytest.raises(Error, match="no device"):
             cuda_module.CudaSparseLinear(w)
