@@ -173,6 +173,36 @@ struct SwapResult {
 Result<SwapResult> swap_in_groups(const TensorView& w, Tensor& pruned, const double* H, Pattern pattern,
                                   const SwapOptions& options = {}, std::string_view name = "");
 
+// Dense targets (docs/design.md 12.4): the cross statistics of one linear input over the
+// calibration tokens, C = X_d^T X_p (K x K, row-major: C[i][j] = sum over tokens of xd_i xp_j),
+// X_d the dense model's inputs to the linear and X_p the pruned model's, row t of both one token.
+class CrossStats {
+ public:
+  explicit CrossStats(int64_t K);
+  // Adds `tokens` rows of both streams (row-major, K floats each).
+  void add(const float* dense, const float* pruned, int64_t tokens);
+  int64_t K() const { return K_; }
+  int64_t tokens() const { return tokens_; }
+  std::vector<double> take();  // C, moved out
+
+ private:
+  int64_t K_ = 0;
+  int64_t tokens_ = 0;
+  std::vector<double> cross_;
+  std::vector<double> dense_slab_, pruned_slab_;  // rows converted to float64
+};
+
+// The weight that best reproduces, from the pruned model's inputs, targets a fraction `strength` of
+// the way from the linear's outputs on those inputs to the dense model's outputs (docs/design.md
+// 12.4): with X_t = X_p + strength (X_d - X_p),
+//   W' = argmin ||X_p W'^T - X_t W^T||^2 + lambda ||W' - W||^2
+//      = W ((1 - strength) H + strength C + lambda I)(H + lambda I)^-1,
+// C = X_d^T X_p, H = X_p^T X_p (both triangles), lambda = damping x mean(diag H). Strength 1 is the
+// full fit to the dense outputs, 0 leaves W. f32 result of w's shape. Errors name `name` on a
+// non-finite C or H and when H + lambda I is not positive definite.
+Result<Tensor> retarget_to_dense(const TensorView& w, const double* C, const double* H, int64_t K,
+                                 double strength, double damping, std::string_view name = "");
+
 // ||X W^T - X Wp^T||_F / ||X W^T||_F over the inputs whose Hessian is H (K x K, both triangles):
 // sqrt(trace(D H D^T) / trace(W H W^T)) with D = W - Wp. 0 when X W^T is zero.
 Result<double> output_error(const TensorView& w, const TensorView& pruned, const double* H);

@@ -28,8 +28,8 @@ Result<CalibMethod> parse_calib_method(std::string_view text);  // "magnitude" |
 std::string_view calib_method_name(CalibMethod method);
 bool needs_calibration(CalibMethod method);  // wanda, sparsegpt and admm
 // Whether pruning runs calibration passes: every method but magnitude, and magnitude followed by a
-// refit or in-group swaps (both need the inputs' Hessian).
-bool needs_calibration_passes(CalibMethod method, int refit_steps, bool swaps);
+// refit, in-group swaps or dense targets (all need the inputs' Hessian).
+bool needs_calibration_passes(CalibMethod method, int refit_steps, bool swaps, bool dense_targets = false);
 
 // n_seq sequences of seq_len tokens from a tokenized calibration text: windows spread evenly over
 // the text (window i starts at i * floor(n_tokens / n_seq)), so they sample all of it. Fewer than
@@ -71,6 +71,12 @@ struct CalibOptions {
   // put the columns back, so the model computes with the masks (c) would give; the masks are then
   // N:M only in the searched order, so this needs format Dense and no on_pruned writer.
   bool permute_inputs = false;
+  // Dense targets (docs/design.md 12.4): when > 0 (at most 1), the dense model's hidden states run
+  // beside the pruned ones and each linear is first moved to the weight whose outputs on the pruned
+  // model's inputs go this fraction of the way to the dense model's outputs (retarget_to_dense, damped
+  // as SparseGPT), then pruned. Costs a second pass of every block and a K x K cross statistic per
+  // input. Needs calibration passes.
+  double dense_targets = 0;
   // Called when block b (of n_layer) is done.
   std::function<void(int64_t b, int64_t n_layer)> on_block;
   // Where each block's pruned weights go as soon as the block is done: its 7 linears, f32
@@ -117,6 +123,7 @@ struct CalibTimes {  // seconds
   double error = 0;     // output errors
   double pack = 0;      // replacing the model's linears
   double permute = 0;   // choosing and applying the free permutations
+  double retarget = 0;  // dense targets: the retargeted weights (12.4)
   double total = 0;
 };
 
@@ -127,6 +134,7 @@ struct CalibReport {
   int64_t n_seq = 0, seq_len = 0;
   int refit_steps = 0;
   bool swaps = false;
+  double dense_targets = 0;
 };
 
 // Calibrated pruning one block at a time: each next_block() gathers block b's statistics from one

@@ -30,6 +30,7 @@ struct CalibTextOptions {
   int64_t seq_len = 256;  // ...of this many tokens, windows spread over the text
   int refit_steps = 0;    // CalibOptions::refit_steps
   bool swaps = false;     // CalibOptions::swaps
+  double dense_targets = 0;  // CalibOptions::dense_targets (0: off)
   AdmmOptions admm;       // CalibOptions::admm
   bool output_error = true;  // CalibOptions::output_error
   // CalibOptions::wanda_error_tokens: Wanda's output-error report costs a Hessian of these tokens.

@@ -211,10 +211,11 @@ scored. A text of fewer than 2 * ctx tokens raises nmkit.Error.)")
       "prune_model",
       [](const std::filesystem::path& src, const std::filesystem::path& out, const std::string& pattern,
          const std::string& method, std::optional<std::filesystem::path> calib, int64_t calib_seqs, int64_t calib_len,
-         int refit, const std::string& dtype, nb::object progress, bool permute, bool swaps) {
+         int refit, const std::string& dtype, nb::object progress, bool permute, bool swaps, double dense_targets) {
         CalibTextOptions options;
         options.permute = permute;
         options.swaps = swaps;
+        options.dense_targets = dense_targets;
         options.pattern = parse_pattern(pattern);
         options.method = unwrap(parse_calib_method(method));
         if (calib) options.text_path = calib->string();
@@ -242,7 +243,7 @@ scored. A text of fewer than 2 * ctx tokens raises nmkit.Error.)")
       nb::arg("src"), nb::arg("out"), nb::arg("pattern"), nb::arg("method") = "sparsegpt",
       nb::arg("calib") = nb::none(), nb::arg("calib_seqs") = 64, nb::arg("calib_len") = 256, nb::arg("refit") = 0,
       nb::arg("dtype") = "f32", nb::arg("progress") = nb::none(), nb::arg("permute") = false,
-      nb::arg("swaps") = false,
+      nb::arg("swaps") = false, nb::arg("dense_targets") = 0.0,
       R"(Prunes every attention and MLP linear of the model ``src`` (GGUF file or Hugging Face folder)
 to ``pattern`` with ``method`` ("magnitude", "wanda", "sparsegpt" or "admm", calibrated block by block on
 the UTF-8 text file ``calib``: calib_seqs sequences of calib_len tokens) and writes ``out`` by its
@@ -253,6 +254,8 @@ permute: reorder each block's feed-forward and value channels first so that the 
 output projections keep more (the model computes the same function; `nmkit prune --permute`).
 swaps: after each linear's mask, trade kept and pruned weights within a group while the output
 error on the calibration inputs falls (`nmkit prune --swaps`).
+dense_targets: before each mask, move the linear this fraction (0 to 1) of the way to the weight
+that gives the dense model's outputs from the pruned model's inputs (`nmkit prune --dense-targets`).
 Atomic: on any error or Ctrl-C nothing is written.)");
 
   m.def(

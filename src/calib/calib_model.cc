@@ -26,6 +26,7 @@ struct GroupStats {
   std::vector<std::string> names;
   std::unique_ptr<InputStats> stats;        // norms (Wanda), Hessian (SparseGPT)
   std::unique_ptr<InputStats> error_stats;  // Wanda: Hessian of the first tokens, for the error
+  std::unique_ptr<CrossStats> cross;        // CalibOptions::dense_targets: X_d^T X_p (12.4)
   ChannelOrder order;  // the input's channels as the block's permutation reorders them (12.2)
   bool columns_moved = false;  // CalibOptions::permute_inputs: its readers are pruned in `order`
 };
@@ -64,8 +65,8 @@ std::string_view calib_method_name(CalibMethod method) {
 }
 
 bool needs_calibration(CalibMethod method) { return method != CalibMethod::Magnitude; }
-bool needs_calibration_passes(CalibMethod method, int refit_steps, bool swaps) {
-  return needs_calibration(method) || refit_steps > 0 || swaps;
+bool needs_calibration_passes(CalibMethod method, int refit_steps, bool swaps, bool dense_targets) {
+  return needs_calibration(method) || refit_steps > 0 || swaps || dense_targets;
 }
 
 Result<std::vector<int32_t>> calibration_sequences(const std::vector<int32_t>& tokens, int64_t n_seq,
@@ -96,12 +97,16 @@ struct ModelCalibrator::State {
   std::optional<Pattern> packed_pattern;  // the pattern of the repacked form (none when dense)
   bool full_hessian = false;
   std::vector<float> hidden, work;  // the block's inputs (all calibration tokens), and its scratch copy
+  std::vector<float> dense_hidden;  // CalibOptions::dense_targets: the dense model's block inputs (12.4)
   int64_t done = 0;
   CalibReport report;
   Clock::time_point started;
   BlockPermutation perm;  // the current block's (docs/design.md 12.2)
 
-  bool calibrated() const { return needs_calibration_passes(options.method, options.refit_steps, options.swaps); }
+  bool calibrated() const {
+    return needs_calibration_passes(options.method, options.refit_steps, options.swaps, dense_targets());
+  }
+  bool dense_targets() const { return options.dense_targets > 0; }
   bool selected(int64_t b, const std::string& name) const {
     return !options.selected || options.selected(tensor_name(b, name));
   }
@@ -112,10 +117,20 @@ struct ModelCalibrator::State {
     return o;
   }
   Status run_block();
+  Status stats_pass(int64_t b, const LinearHook& hook);
+  // CalibOptions::dense_targets: one chunk's dense inputs of each linear input, by reader names.
+  struct Captured {
+    std::vector<std::string> names;
+    int64_t K = 0;
+    std::vector<float> rows;
+    int64_t used = 0;  // rows the pruned pass has paired so far
+  };
+  std::vector<Captured> captured;
   Status choose_permutation(int64_t b, std::vector<GroupStats>& groups);
   Status unselected_back(int64_t b, std::vector<Tensor>& weights) const;
   Status prune_linear(int64_t b, const std::string& name, const GroupStats* g, const std::vector<double>& H,
-                      const InverseCholesky& factor, const AdmmFactor& admm, double chol_share, Tensor& out);
+                      const std::vector<double>& C, const InverseCholesky& factor, const AdmmFactor& admm,
+                      double chol_share, Tensor& out);
 };
 
 ModelCalibrator::ModelCalibrator(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -135,6 +150,7 @@ Result<ModelCalibrator> ModelCalibrator::start(LlamaModel& model, std::vector<in
   s->report.seq_len = seq_len;
   s->report.refit_steps = s->options.refit_steps;
   s->report.swaps = s->options.swaps;
+  s->report.dense_targets = s->options.dense_targets;
   if (s->options.format != CalibLinearFormat::Dense) s->packed_pattern = s->options.pattern;
   if (s->options.permute || s->options.permute_inputs) NMKIT_TRY(check_permutable(model.params()));
   if (s->options.permute_inputs && (s->options.format != CalibLinearFormat::Dense || s->options.on_pruned)) {
@@ -146,7 +162,14 @@ Result<ModelCalibrator> ModelCalibrator::start(LlamaModel& model, std::vector<in
     return Error("calibration: a selection of linears (CalibOptions::selected) needs the dense format");
   }
   s->full_hessian = s->options.method == CalibMethod::SparseGpt || s->options.method == CalibMethod::Admm ||
-                    s->options.refit_steps > 0 || s->options.swaps;
+                    s->options.refit_steps > 0 || s->options.swaps || s->dense_targets();
+  if (!(s->options.dense_targets >= 0 && s->options.dense_targets <= 1)) {
+    return Error("calibration: the strength of the dense targets is " + std::to_string(s->options.dense_targets) +
+                 ", outside 0..1");
+  }
+  if (s->dense_targets() && s->options.permute_inputs) {
+    return Error("calibration: dense targets and permuted inputs (a measurement) do not combine");
+  }
   if (s->calibrated()) {
     const int64_t n = n_seq * seq_len, d = model.params().n_embd;
     if (n_seq < 1 || seq_len < 1 || static_cast<int64_t>(tokens.size()) != n) {
@@ -158,6 +181,7 @@ Result<ModelCalibrator> ModelCalibrator::start(LlamaModel& model, std::vector<in
     s->work.resize(static_cast<size_t>(n * d));
     const auto t0 = Clock::now();
     NMKIT_TRY(model.embed(s->tokens.data(), n, s->hidden.data()));
+    if (s->dense_targets()) s->dense_hidden = s->hidden;
     s->report.seconds.forward += seconds_since(t0);
   }
   return ModelCalibrator(std::move(s));
@@ -180,8 +204,9 @@ CalibReport ModelCalibrator::report() const { return state_->report; }
 // Prunes block b's linear `name` into `out` by the method (g: its input's statistics, null for
 // magnitude without refit; H, factor: the Hessian and SparseGPT's factor when computed).
 Status ModelCalibrator::State::prune_linear(int64_t b, const std::string& name, const GroupStats* g,
-                                            const std::vector<double>& H, const InverseCholesky& factor,
-                                            const AdmmFactor& admm, double chol_share, Tensor& out) {
+                                            const std::vector<double>& H, const std::vector<double>& C,
+                                            const InverseCholesky& factor, const AdmmFactor& admm,
+                                            double chol_share, Tensor& out) {
   CalibTimes& times = report.seconds;
   const std::string full = tensor_name(b, name);
   auto loaded = model->load_dense_weight(b, name);
@@ -189,6 +214,14 @@ Status ModelCalibrator::State::prune_linear(int64_t b, const std::string& name, 
   Tensor moved = permute_block_linear(model->params(), perm, name, std::move(*loaded));
   const bool columns_moved = g != nullptr && g->columns_moved && !g->order.empty();
   if (columns_moved) moved = permute_columns(moved.view(), g->order);
+  if (!C.empty()) {  // 12.4: the weight that gives the dense outputs from the pruned inputs
+    const auto tt = Clock::now();
+    auto target = retarget_to_dense(moved.view(), C.data(), H.data(), g->stats->K(), options.dense_targets,
+                                    options.sparsegpt.damping, full);
+    if (!target.ok()) return target.error();
+    moved = std::move(*target);
+    times.retarget += seconds_since(tt);
+  }
   const TensorView w = moved.view();
   LinearReport lr;
   lr.block = b;
@@ -294,7 +327,7 @@ Status ModelCalibrator::State::run_block() {
     NMKIT_TRY(choose_permutation(b, none));
     NMKIT_TRY(unselected_back(b, pruned));
     for (size_t i = 0; i < linear_names.size(); ++i) {
-      if (selected(b, linear_names[i])) NMKIT_TRY(prune_linear(b, linear_names[i], nullptr, {}, {}, {}, 0, pruned[i]));
+      if (selected(b, linear_names[i])) NMKIT_TRY(prune_linear(b, linear_names[i], nullptr, {}, {}, {}, {}, 0, pruned[i]));
     }
   } else {
     std::vector<GroupStats> groups;
@@ -315,13 +348,23 @@ Status ModelCalibrator::State::run_block() {
         if (existing.names == in.names) g = &existing;
       }
       if (g == nullptr) {
-        groups.push_back(GroupStats{in.names, std::make_unique<InputStats>(in.K, full_hessian), nullptr, {}});
+        groups.push_back(GroupStats{in.names, std::make_unique<InputStats>(in.K, full_hessian), nullptr, nullptr, {}});
         g = &groups.back();
         if (!full_hessian && options.output_error && options.wanda_error_tokens > 0) {
           g->error_stats = std::make_unique<InputStats>(in.K, true);
         }
       }
       g->stats->add(in.x, in.tokens);
+      if (dense_targets()) {
+        if (!g->cross) g->cross = std::make_unique<CrossStats>(in.K);
+        auto c = std::find_if(captured.begin(), captured.end(), [&](const Captured& e) { return e.names == in.names; });
+        if (c == captured.end() || c->K != in.K || c->used + in.tokens > static_cast<int64_t>(c->rows.size()) / in.K) {
+          return Error("calibration: the dense pass of block " + std::to_string(b) + " did not give the inputs of " +
+                       in.names.front() + " that the pruned pass reads");
+        }
+        g->cross->add(c->rows.data() + c->used * in.K, in.x, in.tokens);
+        c->used += in.tokens;
+      }
       if (g->error_stats) {
         const int64_t room = options.wanda_error_tokens - g->error_stats->tokens();
         if (room > 0) g->error_stats->add(in.x, std::min(room, in.tokens));
@@ -331,7 +374,11 @@ Status ModelCalibrator::State::run_block() {
     };
     std::copy(hidden.begin(), hidden.end(), work.begin());
     auto t0 = Clock::now();
-    NMKIT_TRY(model->run_block(b, work.data(), n_seq, seq_len, hook));
+    if (dense_targets()) {
+      NMKIT_TRY(stats_pass(b, hook));
+    } else {
+      NMKIT_TRY(model->run_block(b, work.data(), n_seq, seq_len, hook));
+    }
     times.forward += seconds_since(t0) - hook_seconds;
     times.stats += hook_seconds;
     for (const std::string& name : linear_names) {
@@ -346,12 +393,14 @@ Status ModelCalibrator::State::run_block() {
       if (std::none_of(g.names.begin(), g.names.end(), [&](const std::string& name) { return selected(b, name); })) {
         continue;  // no Hessian for a group left as it is
       }
-      std::vector<double> H;
+      std::vector<double> H, C;
       InverseCholesky factor;
       AdmmFactor admm;
       double chol_share = 0;
       // Taken, not copied: the stats are done once the block's pass is (one K x K buffer less).
       if (full_hessian) H = permute_symmetric(g.stats->take_hessian(), g.stats->K(), g.order);
+      // C's rows (dense channels) and columns (pruned channels) follow the same order as H's.
+      if (g.cross) C = permute_symmetric(g.cross->take(), g.stats->K(), g.order);
       if (options.method == CalibMethod::SparseGpt) {
         const auto tc = Clock::now();
         auto f = inverse_cholesky(H.data(), g.stats->K(), options.sparsegpt.damping, tensor_name(b, g.names.front()));
@@ -375,7 +424,7 @@ Status ModelCalibrator::State::run_block() {
         if (!selected(b, name)) continue;
         const auto i = static_cast<size_t>(std::find(linear_names.begin(), linear_names.end(), name) -
                                            linear_names.begin());
-        NMKIT_TRY(prune_linear(b, name, &g, H, factor, admm, chol_share, pruned[i]));
+        NMKIT_TRY(prune_linear(b, name, &g, H, C, factor, admm, chol_share, pruned[i]));
       }
     }
   }
@@ -420,6 +469,43 @@ Status ModelCalibrator::State::run_block() {
     }
     NMKIT_TRY(options.on_pruned(b, std::move(out)));
   }
+  return ok_status();
+}
+
+// The statistics pass with dense targets (docs/design.md 12.4): chunk by chunk of sequences, block b
+// (its weights still dense) runs on the dense model's hidden states, keeping its linears' inputs,
+// then on the pruned model's (`work`) with `hook`, which pairs each input with the dense one of the
+// same tokens. The dense pass leaves the next block's dense inputs in dense_hidden. A chunk is the
+// tokens one run_block group holds, so the kept inputs stay as bounded as its scratch.
+Status ModelCalibrator::State::stats_pass(int64_t b, const LinearHook& hook) {
+  const int64_t d = model->params().n_embd;
+  const int64_t chunk = std::max<int64_t>(1, 2048 / seq_len);
+  const LinearHook capture = [&](const LinearInput& in) -> Status {
+    auto c = std::find_if(captured.begin(), captured.end(), [&](const Captured& e) { return e.names == in.names; });
+    if (c == captured.end()) {
+      captured.push_back(Captured{in.names, in.K, {}, 0});
+      c = captured.end() - 1;
+    }
+    c->rows.insert(c->rows.end(), in.x, in.x + in.tokens * in.K);
+    return ok_status();
+  };
+  for (int64_t first = 0; first < n_seq; first += chunk) {
+    const int64_t m = std::min(chunk, n_seq - first);
+    for (Captured& c : captured) {
+      c.rows.clear();
+      c.used = 0;
+    }
+    const size_t at = static_cast<size_t>(first * seq_len * d);
+    NMKIT_TRY(model->run_block(b, dense_hidden.data() + at, m, seq_len, capture));
+    NMKIT_TRY(model->run_block(b, work.data() + at, m, seq_len, hook));
+    for (const Captured& c : captured) {
+      if (c.used * c.K != static_cast<int64_t>(c.rows.size())) {
+        return Error("calibration: the pruned pass of block " + std::to_string(b) + " read fewer inputs of " +
+                     c.names.front() + " than the dense pass gave");
+      }
+    }
+  }
+  captured.clear();
   return ok_status();
 }
 

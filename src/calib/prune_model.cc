@@ -25,6 +25,7 @@ CalibOptions calib_options(const CalibTextOptions& o) {
   options.format = o.format;
   options.refit_steps = o.refit_steps;
   options.swaps = o.swaps;
+  options.dense_targets = o.dense_targets;
   options.admm = o.admm;
   options.wanda_error_tokens = o.wanda_error_tokens;
   options.output_error = o.output_error;
@@ -35,7 +36,9 @@ CalibOptions calib_options(const CalibTextOptions& o) {
   return options;
 }
 
-bool calibrated(const CalibTextOptions& o) { return needs_calibration_passes(o.method, o.refit_steps, o.swaps); }
+bool calibrated(const CalibTextOptions& o) {
+  return needs_calibration_passes(o.method, o.refit_steps, o.swaps, o.dense_targets > 0);
+}
 // Whether prune_model_to builds the model and runs the calibrator: every calibrated method, and
 // magnitude with --permute (the permutation of a block is chosen before its linears are written).
 bool builds_model(const CalibTextOptions& o) { return calibrated(o) || o.permute; }

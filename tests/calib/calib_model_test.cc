@@ -363,6 +363,72 @@ TEST(CalibModel, PermutedInputsPruneInTheSearchedOrderAndPutColumnsBack) {
 // The model refuses non-finite weights on load, but finite ones can still overflow float32
 // activations: gate and up scaled by 1e25 make silu(gate) * up reach 1e50 = inf in block 0, so
 // ffn_down's inputs (and so its Hessian) are not finite: named with the layer and the value.
+// Dense targets (docs/design.md 12.4): block 1's linears are SparseGPT of the weight retargeted from
+// the dense model's inputs (a dense model run by hand) to the pruned model's (a model holding the
+// driver's pruned block 0), so a pass that paired the streams' tokens wrongly, or ran the dense
+// stream through a pruned block, fails. Block 0's streams are one: its weights are as without.
+TEST(CalibModel, DenseTargetsFitBlockOneToTheDenseModelsOutputs) {
+  const auto tensors = tiny_tensors(tiny_params(), 12);
+  const std::vector<int32_t> tokens = random_tokens(kSeqs * kLen, 13);
+  CalibOptions o;
+  o.pattern = Pattern{4, 8};
+  o.method = CalibMethod::SparseGpt;
+  LlamaModel plain = build(tensors);
+  ASSERT_TRUE(calibrate_and_prune(plain, tokens, kSeqs, kLen, o).ok());
+  o.dense_targets = 0.5;
+  LlamaModel model = build(tensors);
+  auto report = calibrate_and_prune(model, tokens, kSeqs, kLen, o);
+  ASSERT_TRUE(report.ok()) << report.error().message();
+  EXPECT_GT(report->seconds.retarget, 0.0);
+
+  // The inputs of block 1's linears in a model after running block 0 (as it holds it).
+  const int64_t n = kSeqs * kLen;
+  auto block_one_inputs = [&](const LlamaModel& m) {
+    std::map<std::string, std::vector<float>> x;
+    std::vector<float> hidden(static_cast<size_t>(n * tiny_params().n_embd));
+    EXPECT_TRUE(m.embed(tokens.data(), n, hidden.data()).ok());
+    EXPECT_TRUE(m.run_block(0, hidden.data(), kSeqs, kLen).ok());
+    EXPECT_TRUE(m.run_block(1, hidden.data(), kSeqs, kLen, [&](const LinearInput& in) {
+                  for (const std::string& name : in.names) x[name].assign(in.x, in.x + in.tokens * in.K);
+                  return ok_status();
+                }).ok());
+    return x;
+  };
+  LlamaModel check = build(tensors);
+  for (const std::string& name : LlamaModel::block_linear_names()) {
+    auto pruned0 = model.dense_weight(0, name);
+    auto plain0 = plain.dense_weight(0, name);
+    ASSERT_TRUE(pruned0.ok() && plain0.ok());
+    const std::vector<float> a = to_f32(*pruned0), b = to_f32(*plain0);
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5 * (1 + std::fabs(b[i]))) << name << " " << i;
+    const Tensor copy = Tensor::copy_of(*pruned0);
+    ASSERT_TRUE(check.replace_linear(0, name, copy.view(), CalibLinearFormat::Dense).ok());
+  }
+  const auto dense_x = block_one_inputs(build(tensors)), pruned_x = block_one_inputs(check);
+  for (const std::string& name : LlamaModel::block_linear_names()) {
+    const std::string full = "blk.1." + name + ".weight";
+    SCOPED_TRACE(full);
+    const TensorView w = tensors.at(full).view();
+    const int64_t K = w.cols();
+    CrossStats cross(K);
+    cross.add(dense_x.at(name).data(), pruned_x.at(name).data(), n);
+    InputStats stats(K, true);
+    stats.add(pruned_x.at(name).data(), n);
+    const std::vector<double> C = cross.take(), H = stats.hessian();
+    auto target = retarget_to_dense(w, C.data(), H.data(), K, o.dense_targets, o.sparsegpt.damping);
+    ASSERT_TRUE(target.ok()) << target.error().message();
+    auto want = sparsegpt_prune(target->view(), H.data(), o.pattern);
+    ASSERT_TRUE(want.ok());
+    auto got = model.dense_weight(1, name);
+    ASSERT_TRUE(got.ok());
+    const std::vector<float> g = to_f32(*got), e = want->pruned.to_f32();
+    for (size_t i = 0; i < g.size(); ++i) ASSERT_NEAR(g[i], e[i], 1e-5 * (1 + std::fabs(e[i]))) << i;
+    auto unfit = plain.dense_weight(1, name);
+    ASSERT_TRUE(unfit.ok());
+    EXPECT_FALSE(same_bits(*got, *unfit));  // the targets moved block 1
+  }
+}
+
 TEST(CalibModel, NonFiniteCalibrationInputNamesTheLayerAndValue) {
   auto tensors = tiny_tensors(tiny_params(), 6);
   for (const char* name : {"blk.0.ffn_gate.weight", "blk.0.ffn_up.weight"}) {

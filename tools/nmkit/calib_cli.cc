@@ -22,6 +22,12 @@ void add_calib_flags(CLI::App& app, CalibFlags& flags) {
   app.add_flag("--swaps", flags.swaps,
                "After the mask (before --refit), swap a kept and a pruned weight of one group while the exact "
                "change of the output error on the calibration inputs says so (docs/design.md 12.3)");
+  app.add_option("--dense-targets", flags.dense_targets,
+                 "Before pruning, move each linear this fraction (0 to 1; 0: off) of the way to the weight whose "
+                 "outputs on the pruned model's inputs are the dense model's outputs on its own (docs/design.md "
+                 "12.4): the dense model runs beside the pruned one, so each block corrects some of the error the "
+                 "blocks before it left")
+      ->capture_default_str();
   app.add_flag("--permute", flags.permute,
                "Before pruning a block, reorder its feed-forward channels and each kv group's value channels "
                "so that the masks of ffn_down and attn_output keep the most importance (the model computes "
@@ -55,9 +61,13 @@ Result<CalibTextOptions> calib_text_options(Pattern pattern, CalibMethod method,
   options.refit_steps = flags.refit;
   options.permute = flags.permute;
   options.swaps = flags.swaps;
+  options.dense_targets = flags.dense_targets;
   options.permute_inputs = flags.permute_inputs;
   options.format = format;
-  if (needs_calibration_passes(method, flags.refit, flags.swaps)) {
+  if (!(flags.dense_targets >= 0 && flags.dense_targets <= 1)) {
+    return Error(fmt::format("--dense-targets {} is outside 0..1", flags.dense_targets));
+  }
+  if (needs_calibration_passes(method, flags.refit, flags.swaps, flags.dense_targets > 0)) {
     auto path = calibration_text_path(flags.calib);
     if (!path.ok()) return path.error();
     options.text_path = *path;
@@ -126,11 +136,11 @@ nlohmann::json calib_report_json(const CalibRun& run, Pattern pattern, CalibMeth
               {"calibration",
                {{"text", run.text_path}, {"text_tokens", run.text_tokens}, {"sequences", r.n_seq},
                 {"sequence_length", r.seq_len}, {"refit_steps", r.refit_steps}, {"swaps", r.swaps},
-                {"permute", !r.permutations.empty()}}},
+                {"permute", !r.permutations.empty()}, {"dense_targets", r.dense_targets}}},
               {"seconds",
                {{"total", t.total}, {"forward", t.forward}, {"statistics", t.stats}, {"cholesky", t.cholesky},
                 {"prune", t.prune}, {"swaps", t.swap}, {"refit", t.refit}, {"output_error", t.error}, {"pack", t.pack},
-                {"permute", t.permute}}},
+                {"permute", t.permute}, {"retarget", t.retarget}}},
               {"total",
                {{"pruned_count", tm.pruned_count}, {"total_count", tm.total_count},
                 {"sparsity_percent", tm.sparsity_percent}, {"relative_error", tm.relative_error},
@@ -143,9 +153,10 @@ std::string calib_summary(const CalibRun& run, Pattern pattern, CalibMethod meth
   const CalibReport& r = run.report;
   const CalibTimes& t = r.seconds;
   std::string what = fmt::format("{} {}", calib_method_name(method), pattern.str());
-  if (needs_calibration_passes(method, r.refit_steps, r.swaps)) {
+  if (needs_calibration_passes(method, r.refit_steps, r.swaps, r.dense_targets > 0)) {
     what += fmt::format(" on {} x {} calibration tokens", r.n_seq, r.seq_len);
   }
+  if (r.dense_targets > 0) what += fmt::format(", dense targets {:g} ({:.1f} s)", r.dense_targets, t.retarget);
   if (r.swaps) {
     int64_t swaps = 0;
     for (const LinearReport& l : r.linears) swaps += l.swaps;

@@ -28,6 +28,7 @@ struct CalibFlags {
   int refit = 0;      // CG steps of the least-squares refit of the kept weights (0: off)
   bool permute = false;  // free channel permutations before pruning (docs/design.md 12.2)
   bool swaps = false;    // in-group swaps after the mask (docs/design.md 12.3)
+  double dense_targets = 0;  // strength of the dense targets (docs/design.md 12.4; 0: off)
   bool permute_inputs = false;  // measurement of design 12.2 (c) (nmkit eval, dense forms only)
 };
 void add_calib_flags(CLI::App& app, CalibFlags& flags);

@@ -233,6 +233,10 @@ Result<nlohmann::json> load_resumed(const AccuracyArgs& args) {
       return Error(fmt::format("--resume {}: {} is {}, this run's {}", args.resume, key, doc.value(key, false), value));
     }
   }
+  if (doc.value("dense_targets", 0.0) != args.calib.dense_targets) {
+    return Error(fmt::format("--resume {}: dense_targets is {}, this run's {}", args.resume,
+                             doc.value("dense_targets", 0.0), args.calib.dense_targets));
+  }
   for (const nlohmann::json& row : doc["rows"]) {
     if (!row.is_object() || !row["perplexity"].is_number() || !row["pattern"].is_string() ||
         !row["method"].is_string() || !row["eval_seconds"].is_number()) {
@@ -377,6 +381,7 @@ int run(const AccuracyArgs& args) {
     nlohmann::json doc = {{"model", args.model}, {"text", *text_path}, {"ctx", args.ctx}, {"chunks", args.chunks},
                           {"calib_seqs", args.calib.seqs}, {"calib_len", args.calib.len},
                           {"refit", args.calib.refit}, {"permute", args.calib.permute}, {"swaps", args.calib.swaps},
+                          {"dense_targets", args.calib.dense_targets},
                           {"decode_tokens", args.decode}, {"rounds", args.rounds},
                           {"threads", thread_count()}, {"complete", complete}, {"rows", rows}, {"points", jpoints}};
     auto file = prepare_text_file(args.json, doc.dump(2) + "\n");
@@ -406,11 +411,12 @@ int run(const AccuracyArgs& args) {
     if (it == decode.end()) return std::nullopt;
     return it->second;
   };
-  fmt::print("{} perplexity on {} (ctx {}{}), calibration {} x {} tokens{}{}{}\n", args.model, *text_path, args.ctx,
-             args.chunks > 0 ? fmt::format(", {} chunks", args.chunks) : "", args.calib.seqs, args.calib.len,
+  fmt::print("{} perplexity on {} (ctx {}{}), calibration {} x {} tokens{}{}{}{}\n", args.model, *text_path,
+             args.ctx, args.chunks > 0 ? fmt::format(", {} chunks", args.chunks) : "", args.calib.seqs, args.calib.len,
              args.calib.swaps ? ", in-group swaps" : "",
              args.calib.refit > 0 ? fmt::format(", refit {} steps", args.calib.refit) : "",
-             args.calib.permute ? ", permuted" : "");
+             args.calib.permute ? ", permuted" : "",
+             args.calib.dense_targets > 0 ? fmt::format(", dense targets {:g}", args.calib.dense_targets) : "");
   fmt::print("prune s = forward passes + Hessian/norms + Cholesky + mask and updates (+ output error, packing); "
              "decode: {} tokens after an 8-token prompt, median of {} interleaved rounds, {} threads, "
              "timed after every perplexity\n",

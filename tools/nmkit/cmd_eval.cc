@@ -47,6 +47,7 @@ const bool eval_registered = register_command({
         std::optional<CalibMethod> calibrated;
         // magnitude with --permute, --swaps or --refit: the calibrator's too
         if (flags.method != "magnitude" || args->calib.permute || args->calib.swaps || args->calib.refit > 0 ||
+            args->calib.dense_targets > 0 ||
             args->calib.permute_inputs) {
           if (auto m = parse_calib_method(flags.method); m.ok()) {
             calibrated = *m;
