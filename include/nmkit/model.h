@@ -224,8 +224,9 @@ class LlamaModel {
   Status embed(const int32_t* tokens, int64_t n, float* hidden) const;
   // Block b on n_seq sequences of seq_len tokens each, hidden [n_seq * seq_len, n_embd] in place;
   // every sequence is causal from position 0 (no KV cache). The sequences run in groups of at most
-  // 2048 tokens (bounded scratch); the hook, when set, sees the input of each linear for each group,
-  // in order, before it runs (an Error from it is returned).
+  // kBlockGroupTokens tokens (at least one sequence; bounded scratch); the hook, when set, sees the
+  // input of each linear for each group, in order, before it runs (an Error from it is returned).
+  static constexpr int64_t kBlockGroupTokens = 2048;
   Status run_block(int64_t b, float* hidden, int64_t n_seq, int64_t seq_len,
                    const LinearHook& hook = {}) const;
   // The final norm and head on hidden [n, n_embd]: logits [n, n_vocab].

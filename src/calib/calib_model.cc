@@ -479,7 +479,7 @@ Status ModelCalibrator::State::run_block() {
 // tokens one run_block group holds, so the kept inputs stay as bounded as its scratch.
 Status ModelCalibrator::State::stats_pass(int64_t b, const LinearHook& hook) {
   const int64_t d = model->params().n_embd;
-  const int64_t chunk = std::max<int64_t>(1, 2048 / seq_len);
+  const int64_t chunk = std::max<int64_t>(1, LlamaModel::kBlockGroupTokens / seq_len);
   const LinearHook capture = [&](const LinearInput& in) -> Status {
     auto c = std::find_if(captured.begin(), captured.end(), [&](const Captured& e) { return e.names == in.names; });
     if (c == captured.end()) {

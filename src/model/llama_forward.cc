@@ -129,7 +129,6 @@ Status LlamaModel::run_block(int64_t b, float* hidden, int64_t n_seq, int64_t se
   // sequence), so the scratch and the group's cache stay bounded however many sequences calibrate
   // (64 x 256 tokens at 1B shape held 1.8 GB of scratch in one call); the hook sees each group's
   // inputs in order.
-  constexpr int64_t kBlockGroupTokens = 2048;
   const int64_t group = std::clamp<int64_t>(kBlockGroupTokens / seq_len, 1, n_seq);
   const int64_t n = group * seq_len, d = p.n_embd;
   model::Scratch s;
