@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 
+#include "calib/method_common.h"
 #include "calib/permute_choice.h"
 #include "core/stopwatch.h"
 #include "nmkit/permute.h"
@@ -164,8 +165,8 @@ Result<ModelCalibrator> ModelCalibrator::start(LlamaModel& model, std::vector<in
   s->full_hessian = s->options.method == CalibMethod::SparseGpt || s->options.method == CalibMethod::Admm ||
                     s->options.refit_steps > 0 || s->options.swaps || s->dense_targets();
   if (!(s->options.dense_targets >= 0 && s->options.dense_targets <= 1)) {
-    return Error("calibration: the strength of the dense targets is " + std::to_string(s->options.dense_targets) +
-                 ", outside 0..1");
+    return Error(ErrorCode::InvalidArgument, "calibration: the strength of the dense targets is " +
+                                                 calib_detail::num(s->options.dense_targets) + ", outside 0..1");
   }
   if (s->dense_targets() && s->options.permute_inputs) {
     return Error("calibration: dense targets and permuted inputs (a measurement) do not combine");

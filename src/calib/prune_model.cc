@@ -8,6 +8,7 @@
 #include <optional>
 #include <utility>
 
+#include "calib/method_common.h"
 #include "core/system_memory.h"
 #include "io/mapped_file.h"
 #include "nmkit/model_write.h"
@@ -48,6 +49,10 @@ bool builds_model(const CalibTextOptions& o) { return calibrated(o) || o.permute
 Status calibration_tokens(const LlamaParams& params, const Tokenizer* tokenizer, const CalibTextOptions& o,
                           CalibRun& run, std::vector<int32_t>& tokens, int64_t& n_seq) {
   n_seq = 0;
+  if (!(o.dense_targets >= 0 && o.dense_targets <= 1)) {  // before the text is read (the calibrator checks too)
+    return Error(ErrorCode::InvalidArgument, "calibration: the strength of the dense targets is " +
+                                                 calib_detail::num(o.dense_targets) + ", outside 0..1");
+  }
   if (!calibrated(o)) return ok_status();
   if (o.n_seq < 1 || o.seq_len < 1) {
     return Error(ErrorCode::InvalidArgument, "calibration sequences and their length must be >= 1, got " +

@@ -90,14 +90,14 @@ def test_pack_model_equals_nmkit_pack_and_runs_its_form(tiny_model, cli, tmp_pat
     assert not (tmp_path / "x.txt").exists()
 
 
-@pytest.mark.parametrize("method", ["sparsegpt", "wanda"])
-def test_prune_model_equals_nmkit_prune(tiny_model, tiny_text, cli, tmp_path, method):
+@pytest.mark.parametrize("method,dense_targets", [("sparsegpt", 0.0), ("wanda", 0.0), ("sparsegpt", 0.3)])
+def test_prune_model_equals_nmkit_prune(tiny_model, tiny_text, cli, tmp_path, method, dense_targets):
     calls = []
     out = tmp_path / "py.gguf"
     report = nmkit.prune_model(tiny_model, out, "6:8", method=method, calib=tiny_text, calib_seqs=6, calib_len=32,
-                               progress=lambda *a: calls.append(a))
+                               progress=lambda *a: calls.append(a), dense_targets=dense_targets)
     run_cli(cli, "prune", tiny_model, "-o", tmp_path / "cli.gguf", "--pattern", "6:8", "--method", method,
-            "--calib", tiny_text, *CALIB)
+            "--calib", tiny_text, "--dense-targets", str(dense_targets), *CALIB)
     _, mine = read_gguf(str(out))[:2]
     _, theirs = read_gguf(str(tmp_path / "cli.gguf"))[:2]
     assert list(mine) == list(theirs) and all(np.array_equal(mine[k], theirs[k]) for k in mine)
@@ -107,13 +107,16 @@ def test_prune_model_equals_nmkit_prune(tiny_model, tiny_text, cli, tmp_path, me
     assert calls[-1][0] == "write" and calls[-1][1] == calls[-1][2]
 
 
-def test_prune_model_refuses_before_the_work(tiny_model, tmp_path):
+def test_prune_model_refuses_before_the_work(tiny_model, tiny_text, tmp_path):
     with pytest.raises(nmkit.SameFileError):
         nmkit.prune_model(tiny_model, tiny_model, "2:4", method="magnitude")
     with pytest.raises(nmkit.InvalidArgumentError):
         nmkit.prune_model(tiny_model, tmp_path / "x.safetensors", "2:4", method="magnitude")
     with pytest.raises(nmkit.InvalidArgumentError):
         nmkit.prune_model(tiny_model, tmp_path / "x.gguf", "2:4", method="sparsegpt")  # no calibration text
+    with pytest.raises(nmkit.InvalidArgumentError, match="dense targets is 1.5, outside 0..1"):
+        nmkit.prune_model(tiny_model, tmp_path / "x.gguf", "2:4", method="sparsegpt", calib=tiny_text,
+                          dense_targets=1.5)
     assert os.listdir(tmp_path) == []
 
 
