@@ -20,15 +20,8 @@
 #include "nmkit/calib.h"
 
 namespace nmkit {
-namespace {
 
 using calib_detail::num;
-
-// Rows converted per dgemm call: about 16 MB of float64 per stream (at least 64 rows), so each call
-// is a rank-k update long enough to run at dgemm's compute rate (as InputStats' slabs).
-int64_t cross_slab_rows(int64_t K) { return std::max<int64_t>(64, (int64_t{1} << 21) / std::max<int64_t>(K, 1)); }
-
-}  // namespace
 
 CrossStats::CrossStats(int64_t K) : K_(K) {
   calib_detail::select_blas_kernels();  // before dgemm
@@ -39,7 +32,7 @@ void CrossStats::add(const float* dense, const float* pruned, int64_t tokens) {
   const int64_t K = K_;
   tokens_ += tokens;
   if (K == 0 || tokens <= 0) return;
-  const int64_t slab = std::min(cross_slab_rows(K), tokens);
+  const int64_t slab = std::min(calib_detail::slab_rows(K, 2), tokens);  // both streams
   if (dense_slab_.size() < static_cast<size_t>(slab * K)) {
     dense_slab_.resize(static_cast<size_t>(slab * K));
     pruned_slab_.resize(static_cast<size_t>(slab * K));

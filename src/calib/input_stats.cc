@@ -11,11 +11,6 @@
 namespace nmkit {
 namespace {
 
-// Rows of X converted per dsyrk call: about 32 MB of float64 (at least 64 rows), so that each call
-// is a rank-k update long enough to run at dsyrk's compute rate rather than at the rate H streams
-// through memory (H is read and written once a call: 537 MB at K = 8192).
-int64_t slab_rows(int64_t K) { return std::max<int64_t>(64, (int64_t{1} << 22) / std::max<int64_t>(K, 1)); }
-
 // H is accumulated in its upper triangle; a reader gets both.
 void fill_lower_triangle(std::vector<double>& h, int64_t K) {
   for (int64_t i = 0; i < K && !h.empty(); ++i) {
@@ -45,7 +40,7 @@ void InputStats::add(const float* X, int64_t tokens, int64_t ld) {
   }
   tokens_ += tokens;
   if (hessian_.empty() || K == 0) return;
-  const int64_t slab = std::min(slab_rows(K), tokens);
+  const int64_t slab = std::min(calib_detail::slab_rows(K, 1), tokens);
   if (slab_.size() < static_cast<size_t>(slab * K)) slab_.resize(static_cast<size_t>(slab * K));
   for (int64_t t0 = 0; t0 < tokens; t0 += slab) {
     const int64_t n = std::min(slab, tokens - t0);
