@@ -264,6 +264,18 @@ def main():
             p = run(acc_args + ["--chunks", "2", "--resume", acc], expect_ok=False)
             if p.returncode != 1 or p.stderr.count("\n") != 1 or "chunks is 1, this run's 2" not in p.stderr:
                 failures.append(f"bench accuracy --resume of other chunks: exit {p.returncode}, stderr {p.stderr!r}")
+            # Options later runs added: absent from an older JSON means off, present must match.
+            for extra, wanted in ((["--permute"], "permute is false, this run's true"),
+                                  (["--dense-targets", "0.5"], "dense_targets is 0.0, this run's 0.5")):
+                p = run(acc_args + ["--chunks", "1", "--resume", acc] + extra, expect_ok=False)
+                if p.returncode != 1 or p.stderr.count("\n") != 1 or wanted not in p.stderr:
+                    failures.append(f"bench accuracy --resume with {extra}: exit {p.returncode}, stderr {p.stderr!r}")
+            older = os.path.join(tmp, "accuracy-older.json")
+            with open(older, "w") as f:
+                json.dump({k: v for k, v in doc.items() if k not in ("swaps", "dense_targets")}, f)
+            p = run(acc_args + ["--chunks", "1", "--resume", older], expect_ok=False)
+            if p.returncode != 0:
+                failures.append(f"bench accuracy --resume of a JSON without swaps/dense_targets: stderr {p.stderr!r}")
             size = {name: pt["weight_bytes"] for name, pt in points.items()}
             if not (size["f32 dense"] > size["bf16 dense"] > size["int8 dense"] and
                     size["f32 dense"] > size["magnitude f32 6:8 nm"] > size["magnitude f32 2:4 sparse24"]):

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <sstream>
+#include <tuple>
 
 #include "tools/nmkit/calib_cli.h"
 #include "tools/nmkit/cli_util.h"
@@ -226,16 +227,16 @@ Result<nlohmann::json> load_resumed(const AccuracyArgs& args) {
       return Error(fmt::format("--resume {}: {} is {}, this run's {}", args.resume, key, doc[key].dump(), value.dump()));
     }
   }
-  // Flags later runs added: absent in an older JSON means off.
-  const std::pair<const char*, bool> flags[] = {{"permute", args.calib.permute}, {"swaps", args.calib.swaps}};
-  for (const auto& [key, value] : flags) {
-    if (doc.value(key, false) != value) {
-      return Error(fmt::format("--resume {}: {} is {}, this run's {}", args.resume, key, doc.value(key, false), value));
+  // Options later runs added, each with what its absence in an older JSON means (off).
+  const std::tuple<const char*, nlohmann::json, nlohmann::json> added[] = {
+      {"permute", args.calib.permute, false},
+      {"swaps", args.calib.swaps, false},
+      {"dense_targets", args.calib.dense_targets, 0.0}};
+  for (const auto& [key, value, absent] : added) {
+    const nlohmann::json was = doc.contains(key) ? doc[key] : absent;
+    if (was != value) {
+      return Error(fmt::format("--resume {}: {} is {}, this run's {}", args.resume, key, was.dump(), value.dump()));
     }
-  }
-  if (doc.value("dense_targets", 0.0) != args.calib.dense_targets) {
-    return Error(fmt::format("--resume {}: dense_targets is {}, this run's {}", args.resume,
-                             doc.value("dense_targets", 0.0), args.calib.dense_targets));
   }
   for (const nlohmann::json& row : doc["rows"]) {
     if (!row.is_object() || !row["perplexity"].is_number() || !row["pattern"].is_string() ||
